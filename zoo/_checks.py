@@ -1,0 +1,94 @@
+"""Argument checks for public entry points.
+
+Every check runs on static shapes and dtypes, so it costs nothing under `jax.jit` (it runs once, at
+trace time). Failures are `ValueError`s that name the argument and show what arrived, because a chex
+`AssertionError` deep in a traceback does not tell a user which of their arrays was wrong.
+Value checks (for example lengths that exceed the sequence) only run on concrete arrays: inside jit
+the values are not known, and the documented clipping semantics apply instead.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def _describe(x) -> str:
+  return f"shape {tuple(np.shape(x))} and dtype {jnp.result_type(x)}"
+
+
+def rank(x, expected: int | Sequence[int], name: str) -> None:
+  """Raises ValueError unless `x` has (one of) the `expected` rank(s)."""
+  try:
+    chex.assert_rank(x, expected)
+  except AssertionError:
+    want = expected if isinstance(expected, int) else " or ".join(map(str, expected))
+    raise ValueError(f"{name}: expected an array of rank {want}, got {_describe(x)}") from None
+
+
+def min_rank(x, minimum: int, name: str) -> None:
+  if np.ndim(x) < minimum:
+    raise ValueError(f"{name}: expected an array of rank >= {minimum}, got {_describe(x)}")
+
+
+def floating(x, name: str) -> None:
+  """Raises ValueError unless `x` has a floating dtype."""
+  if not jnp.issubdtype(jnp.result_type(x), jnp.floating):
+    raise ValueError(f"{name}: expected a floating-point array, got {_describe(x)}")
+
+
+def integer(x, name: str) -> None:
+  """Raises ValueError unless `x` has an integer dtype (lengths, token ids)."""
+  if not jnp.issubdtype(jnp.result_type(x), jnp.integer):
+    raise ValueError(f"{name}: expected an integer array, got {_describe(x)}")
+
+
+def boolean(x, name: str) -> None:
+  if jnp.result_type(x) != jnp.bool_:
+    raise ValueError(f"{name}: expected a boolean array (True = may attend), got {_describe(x)}")
+
+
+def equal_dim(a, a_name: str, a_axis: int, b, b_name: str, b_axis: int) -> None:
+  """Raises ValueError unless a.shape[a_axis] == b.shape[b_axis]."""
+  da, db = np.shape(a)[a_axis], np.shape(b)[b_axis]
+  if da != db:
+    raise ValueError(
+        f"{a_name} and {b_name} disagree: {a_name}.shape[{a_axis}] = {da} but "
+        f"{b_name}.shape[{b_axis}] = {db} ({a_name} has shape {tuple(np.shape(a))}, "
+        f"{b_name} has shape {tuple(np.shape(b))})")
+
+
+def shape_prefix(x, x_name: str, of_shape: Sequence[int], of_desc: str) -> None:
+  """Raises ValueError unless x.shape is a prefix of `of_shape` (e.g. valid_lens vs score rows)."""
+  xs, os_ = tuple(np.shape(x)), tuple(of_shape)
+  if xs != os_[:len(xs)]:
+    raise ValueError(f"{x_name} with shape {xs} does not match {of_desc} {os_}: its shape must be "
+                     f"a prefix of {os_}, e.g. {os_[:1]}")
+
+
+def broadcastable(x, x_name: str, target: Sequence[int], target_desc: str) -> None:
+  """Raises ValueError unless `x` broadcasts to `target`."""
+  try:
+    jnp.broadcast_shapes(np.shape(x), tuple(target))
+  except ValueError:
+    raise ValueError(f"{x_name} with shape {tuple(np.shape(x))} does not broadcast to "
+                     f"{target_desc} {tuple(target)}") from None
+
+
+def is_concrete(x) -> bool:
+  """True when `x` holds values known now (not a tracer inside jit/grad/vmap)."""
+  return not isinstance(x, jax.core.Tracer)
+
+
+def lengths_in_range(lengths, name: str, max_len: int) -> None:
+  """Raises ValueError for concrete lengths < 0 or > max_len; a no-op under tracing."""
+  if lengths is None or not is_concrete(lengths):
+    return
+  values = np.asarray(lengths)
+  if values.size and (values.min() < 0 or values.max() > max_len):
+    raise ValueError(f"{name} must lie in [0, {max_len}] (the sequence length), got values from "
+                     f"{values.min()} to {values.max()}")

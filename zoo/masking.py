@@ -1,0 +1,120 @@
+"""Masks and the masked softmax.
+
+Conventions used throughout the zoo:
+  * A mask is boolean and True means "may attend".
+  * Masks are built once at the top of a model (from `valid_lens` or token ids) and passed down.
+  * Masked scores are filled with the most negative finite float32 (`jnp.finfo(jnp.float32).min`),
+    never a literal such as -1e6, the softmax runs in float32, and the weights are cast back to the
+    dtype of the scores. A row with nothing to attend to gets all-zero weights, never NaN, in every
+    dtype (float32, bfloat16, float16), and its gradient is finite (zero).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from zoo import _checks
+
+
+def sequence_mask(lengths: jax.Array, max_len: int) -> jax.Array:
+  """Marks the valid positions of padded sequences.
+
+  Args:
+    lengths: int array (...,), e.g. (B,), the number of valid positions of each sequence.
+    max_len: the padded length L.
+
+  Returns:
+    bool (..., L): `mask[..., i] = i < lengths[...]`. Lengths outside [0, L] behave as if clipped
+    (a concrete out-of-range length raises a ValueError).
+  """
+  _checks.integer(lengths, "lengths")
+  _checks.lengths_in_range(lengths, "lengths", max_len)
+  return jnp.arange(max_len) < jnp.asarray(lengths)[..., None]
+
+
+def causal_mask(q_len: int, k_len: int | None = None, offset: int | jax.Array = 0) -> jax.Array:
+  """Lower-triangular mask for autoregressive attention.
+
+  Args:
+    q_len: Q, the number of queries.
+    k_len: K, the number of keys (defaults to Q).
+    offset: the absolute position of query 0 (for a decoder that has already cached `offset` keys).
+
+  Returns:
+    bool (Q, K): query i may attend to key j iff j <= i + offset.
+  """
+  k_len = q_len if k_len is None else k_len
+  return jnp.arange(k_len)[None, :] <= (jnp.arange(q_len)[:, None] + offset)
+
+
+def key_padding_mask(valid_lens: jax.Array, k_len: int) -> jax.Array:
+  """Turns per-example key lengths into a mask for multi-head scores.
+
+  Args:
+    valid_lens: int (B,), the number of valid keys per example.
+    k_len: K.
+
+  Returns:
+    bool (B, 1, 1, K), broadcastable against multi-head scores (B, H, Q, K).
+  """
+  _checks.rank(valid_lens, 1, "valid_lens")
+  return sequence_mask(valid_lens, k_len)[:, None, None, :]
+
+
+def combine_masks(*masks: jax.Array | None) -> jax.Array | None:
+  """Logical AND of the masks that are not None (broadcasting), or None if all are None."""
+  present = [m for m in masks if m is not None]
+  if not present:
+    return None
+  out = present[0]
+  for m in present[1:]:
+    out = jnp.logical_and(out, m)
+  return out
+
+
+def softmax_where(scores: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+  """Softmax over the last axis that gives exactly zero weight where `mask` is False.
+
+  Args:
+    scores: float (..., K).
+    mask: bool broadcastable to `scores`, True = may attend; None attends everywhere.
+
+  Returns:
+    weights with the shape and dtype of `scores`; fully masked rows are all zeros.
+  """
+  dtype = scores.dtype
+  scores32 = scores.astype(jnp.float32)
+  if mask is None:
+    return jax.nn.softmax(scores32, axis=-1).astype(dtype)
+  filled = jnp.where(mask, scores32, jnp.finfo(jnp.float32).min)
+  # A fully masked row becomes a uniform softmax over equal fill values; zeroing it afterwards keeps
+  # the result (and its gradient) finite where a -inf fill would produce NaN.
+  weights = jnp.where(mask, jax.nn.softmax(filled, axis=-1), 0.0)
+  return weights.astype(dtype)
+
+
+def masked_softmax(scores: jax.Array, valid_lens: jax.Array | None = None) -> jax.Array:
+  """Softmax over the last axis keeping only the first `valid_lens` keys (d2l's masked_softmax).
+
+  Args:
+    scores: float (B, K) or (B, Q, K); any number of leading axes (..., K) is accepted.
+    valid_lens: None (attend to all K keys), int (B,) (one length per example, shared by all its
+      query rows), or int (B, Q) (one length per query row). In general, its shape is a prefix of
+      `scores.shape[:-1]` and it broadcasts over the remaining row axes.
+
+  Returns:
+    weights with the shape and dtype of `scores`; entries at key positions >= valid_len are exactly
+    0, and a row with valid_len 0 is all zeros (d2l would give a uniform row there).
+  """
+  _checks.floating(scores, "scores")
+  _checks.min_rank(scores, 1, "scores")
+  if valid_lens is None:
+    return softmax_where(scores)
+  _checks.integer(valid_lens, "valid_lens")
+  _checks.shape_prefix(valid_lens, "valid_lens", scores.shape[:-1], "the score rows scores.shape[:-1] =")
+  num_keys = scores.shape[-1]
+  _checks.lengths_in_range(valid_lens, "valid_lens", num_keys)
+  lens = jnp.asarray(valid_lens)
+  lens = lens.reshape(lens.shape + (1,) * (scores.ndim - 1 - lens.ndim))  # (..., 1...) rows
+  return softmax_where(scores, jnp.arange(num_keys) < lens[..., None])
