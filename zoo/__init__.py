@@ -10,3 +10,15 @@ from zoo.masking import key_padding_mask
 from zoo.masking import masked_softmax
 from zoo.masking import sequence_mask
 from zoo.masking import softmax_where
+from zoo.scoring import SCORE_NAMES
+from zoo.scoring import AdditiveScore
+from zoo.scoring import BilinearScore
+from zoo.scoring import ConcatScore
+from zoo.scoring import DotScore
+from zoo.scoring import ScaledDotScore
+from zoo.scoring import additive_score
+from zoo.scoring import bilinear_score
+from zoo.scoring import concat_score
+from zoo.scoring import dot_score
+from zoo.scoring import make_score
+from zoo.scoring import scaled_dot_score

@@ -1,0 +1,153 @@
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import zoo
+from zoo import scoring
+
+Q, K, DQ, DK, A = 5, 7, 6, 4, 3
+
+
+def _rand(seed, *shape):
+  return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _np_additive(q, k, w_q, w_k, v):
+  out = np.zeros((q.shape[0], k.shape[0]))
+  for i in range(q.shape[0]):
+    for j in range(k.shape[0]):
+      out[i, j] = v @ np.tanh(w_q.T @ q[i] + w_k.T @ k[j])
+  return out
+
+
+def test_pure_scores_match_numpy():
+  q, k, q_same = _rand(0, Q, DQ), _rand(1, K, DK), _rand(2, Q, DK)
+  w_q, w_k, v, w = _rand(3, DQ, A), _rand(4, DK, A), _rand(5, A), _rand(6, DQ, DK)
+  dot = np.einsum("qd,kd->qk", q_same.astype(np.float64), k)
+  np.testing.assert_allclose(zoo.dot_score(q_same, k), dot, rtol=1e-5)
+  np.testing.assert_allclose(zoo.scaled_dot_score(q_same, k), dot / 2.0, rtol=1e-5)  # sqrt(4)
+  np.testing.assert_allclose(zoo.additive_score(q, k, w_q, w_k, v),
+                             _np_additive(q, k, w_q, w_k, v), rtol=1e-5, atol=1e-6)
+  bilinear = [[q[i] @ w @ k[j] for j in range(K)] for i in range(Q)]
+  np.testing.assert_allclose(zoo.bilinear_score(q, k, w), bilinear, rtol=1e-5, atol=1e-5)
+  w_cat = _rand(7, DQ + DK, A)
+  concat = [[v @ np.tanh(w_cat.T @ np.concatenate([q[i], k[j]])) for j in range(K)]
+            for i in range(Q)]
+  np.testing.assert_allclose(zoo.concat_score(q, k, w_cat, v), concat, rtol=1e-5, atol=1e-6)
+
+
+def test_pure_scores_reject_bad_shapes():
+  with pytest.raises(ValueError, match=r"q and k disagree: q.shape\[-1\] = 6 but k.shape\[-1\] = 4"):
+    zoo.dot_score(jnp.zeros((Q, DQ)), jnp.zeros((K, DK)))
+  with pytest.raises(ValueError, match="q: expected an array of rank 2"):
+    zoo.scaled_dot_score(jnp.zeros((2, Q, DK)), jnp.zeros((K, DK)))
+  with pytest.raises(ValueError, match=r"w: expected 10 rows \(Dq \+ Dk\)"):
+    zoo.concat_score(jnp.zeros((Q, DQ)), jnp.zeros((K, DK)), jnp.zeros((9, A)), jnp.zeros(A))
+
+
+@pytest.mark.parametrize("name", zoo.SCORE_NAMES)
+def test_modules_map_leading_axes_with_shared_parameters(name):
+  dq = DK if name in ("dot", "scaled_dot") else DQ
+  q, k = _rand(10, 2, 3, Q, dq), _rand(11, 2, 3, K, DK)
+  module = zoo.make_score(name)
+  variables = module.init(jax.random.key(0), q, k)
+  scores = module.apply(variables, q, k)
+  assert scores.shape == (2, 3, Q, K)
+  # Each example alone gives the same scores with the same parameters.
+  for i, j in [(0, 0), (1, 2)]:
+    np.testing.assert_allclose(scores[i, j], module.apply(variables, q[i, j], k[i, j]),
+                               rtol=1e-5, atol=1e-6)
+  # An unbatched query set broadcasts against batched keys (as a learned pooling query does).
+  broadcast = module.apply(variables, q[0, 0], k[1])
+  assert broadcast.shape == (3, Q, K)
+  np.testing.assert_allclose(broadcast[2], module.apply(variables, q[0, 0], k[1, 2]),
+                             rtol=1e-5, atol=1e-6)
+
+
+def test_module_parameters_shapes_and_names():
+  q, k = jnp.ones((Q, DQ)), jnp.ones((K, DK))
+  shapes = {name: jax.tree.map(jnp.shape, zoo.make_score(name, features=A).init(
+      jax.random.key(0), q, k)["params"]) for name in ("additive", "concat")}
+  assert shapes["additive"] == {"w_q": (DQ, A), "w_k": (DK, A), "v": (A,)}
+  assert shapes["concat"] == {"w": (DQ + DK, A), "v": (A,)}
+  params = zoo.BilinearScore().init(jax.random.key(0), q, k)["params"]
+  assert jax.tree.map(jnp.shape, params) == {"w": (DQ, DK)}
+  # Default hidden size is the key width.
+  params = zoo.AdditiveScore().init(jax.random.key(0), q, k)["params"]
+  assert params["v"].shape == (DK,)
+
+
+def test_module_uses_the_pure_function_with_its_parameters():
+  q, k = _rand(12, Q, DQ), _rand(13, K, DK)
+  module = zoo.ConcatScore(features=A)
+  variables = module.init(jax.random.key(1), q, k)
+  p = variables["params"]
+  np.testing.assert_allclose(module.apply(variables, q, k), zoo.concat_score(q, k, p["w"], p["v"]),
+                             rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["additive", "bilinear", "concat"])
+def test_nn_vmap_over_heads_gives_each_head_its_own_parameters(name):
+  heads = 4
+  multi = nn.vmap(scoring.score_class(name), in_axes=0, out_axes=0,
+                  variable_axes={"params": 0}, split_rngs={"params": True})()
+  q, k = _rand(20, heads, Q, DQ), _rand(21, heads, K, DK)
+  variables = multi.init(jax.random.key(2), q, k)
+  leaves = jax.tree.leaves(variables)
+  assert all(leaf.shape[0] == heads for leaf in leaves)
+  first = leaves[0]
+  assert not np.allclose(first[0], first[1])  # heads are initialized differently
+  scores = multi.apply(variables, q, k)
+  assert scores.shape == (heads, Q, K)
+  single = zoo.make_score(name)
+  for h in range(heads):
+    head_vars = jax.tree.map(lambda x: x[h], variables)
+    np.testing.assert_allclose(scores[h], single.apply(head_vars, q[h], k[h]),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_make_score_names_and_errors():
+  assert zoo.SCORE_NAMES == ("dot", "scaled_dot", "additive", "bilinear", "concat")
+  assert isinstance(zoo.make_score("dot", features=None), zoo.DotScore)
+  with pytest.raises(ValueError, match="unknown name 'cosine'; known names are dot, scaled_dot"):
+    zoo.make_score("cosine")
+  with pytest.raises(ValueError, match="features: the 'bilinear' score has no hidden layer"):
+    zoo.make_score("bilinear", features=8)
+
+
+def test_modules_reject_bad_inputs():
+  with pytest.raises(ValueError, match=r"q and k disagree: q.shape\[-1\] = 6"):
+    zoo.ScaledDotScore().init(jax.random.key(0), jnp.zeros((Q, DQ)), jnp.zeros((K, DK)))
+  with pytest.raises(ValueError, match="k: expected a floating-point array"):
+    zoo.AdditiveScore().init(jax.random.key(0), jnp.zeros((Q, DQ)), jnp.zeros((K, DK), jnp.int32))
+  with pytest.raises(ValueError, match=r"k: expected an array of rank >= 2, got shape \(7,\)"):
+    zoo.BilinearScore().init(jax.random.key(0), jnp.zeros((Q, DQ)), jnp.zeros((K,)))
+  with pytest.raises(ValueError, match=r"leading \(batch\) axes of q \(2, 5, 6\) and k \(3, 7, 4\)"):
+    zoo.BilinearScore().init(jax.random.key(0), jnp.zeros((2, Q, DQ)), jnp.zeros((3, K, DK)))
+
+
+@pytest.mark.parametrize("name", ["additive", "concat"])
+def test_bfloat16_computation_float32_storage_and_grad_under_jit(name):
+  q, k = _rand(30, 3, Q, DQ), _rand(31, 3, K, DK)
+  module32 = zoo.make_score(name, features=A)
+  module16 = zoo.make_score(name, features=A, dtype=jnp.bfloat16)
+  variables = module16.init(jax.random.key(3), q, k)
+  assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(variables))
+  scores16 = jax.jit(module16.apply)(variables, q, k)
+  assert scores16.dtype == jnp.bfloat16
+  np.testing.assert_allclose(scores16.astype(np.float32), module32.apply(variables, q, k),
+                             atol=0.05, rtol=0.05)
+
+  grads = jax.jit(jax.grad(lambda v: (module32.apply(v, q, k) ** 2).sum()))(variables)
+  for leaf in jax.tree.leaves(grads):
+    assert np.all(np.isfinite(leaf)) and np.abs(leaf).sum() > 0
+
+
+def test_jax_vmap_over_module_apply():
+  q, k = _rand(40, 2, 3, Q, DQ), _rand(41, 2, 3, K, DK)
+  module = zoo.BilinearScore()
+  variables = module.init(jax.random.key(4), q, k)
+  mapped = jax.vmap(module.apply, in_axes=(None, 0, 0))(variables, q, k)
+  np.testing.assert_allclose(mapped, module.apply(variables, q, k), rtol=1e-6)

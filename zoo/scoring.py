@@ -1,0 +1,284 @@
+"""Attention scoring functions: how well each query matches each key.
+
+Every score is first a pure function on ONE example, mapping queries q (Q, Dq) and keys k (K, Dk) to
+scores (Q, K), with its parameters passed in explicitly:
+
+  dot_score(q, k)                        q k^T                      (Dq == Dk)
+  scaled_dot_score(q, k)                 q k^T / sqrt(D)            (Dq == Dk == D)
+  additive_score(q, k, w_q, w_k, v)      v^T tanh(W_q q + W_k k)    (Bahdanau, d2l's MLP attention)
+  bilinear_score(q, k, w)                q^T W k                    (Luong's "general")
+  concat_score(q, k, w, v)               v^T tanh(W [q; k])         (Luong's "concat")
+
+Each has a Flax module that holds its parameters and maps any leading axes with `jax.vmap` (the
+parameters shared across them): `__call__(q (..., Q, Dq), k (..., K, Dk)) -> (..., Q, K)`. Called on
+unbatched (Q, Dq) and (K, Dk) inputs, a module can be wrapped in `nn.vmap` over a head axis with
+`variable_axes={'params': 0}`, which gives every head its own parameters. `make_score(name)` picks a
+module by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from zoo import _checks
+
+Dtype = Any
+Initializer = Callable[..., jax.Array]
+
+
+def _check_pair(q, k, same_width: bool) -> None:
+  _checks.rank(q, 2, "q")
+  _checks.rank(k, 2, "k")
+  if same_width:
+    _checks.equal_dim(q, "q", -1, k, "k", -1)
+
+
+def dot_score(q: jax.Array, k: jax.Array) -> jax.Array:
+  """Dot-product score of one example.
+
+  Args:
+    q: queries (Q, D).
+    k: keys (K, D).
+
+  Returns:
+    scores (Q, K), `scores[i, j] = q[i] . k[j]`.
+  """
+  _check_pair(q, k, same_width=True)
+  return q @ k.T
+
+
+def scaled_dot_score(q: jax.Array, k: jax.Array) -> jax.Array:
+  """Dot-product score divided by sqrt(D) (Vaswani et al.), so its variance does not grow with D.
+
+  Args:
+    q: queries (Q, D).
+    k: keys (K, D).
+
+  Returns:
+    scores (Q, K) in the dtype of `q`.
+  """
+  _check_pair(q, k, same_width=True)
+  return dot_score(q, k) / jnp.sqrt(jnp.asarray(q.shape[-1], q.dtype))
+
+
+def additive_score(q: jax.Array, k: jax.Array, w_q: jax.Array, w_k: jax.Array,
+                   v: jax.Array) -> jax.Array:
+  """Additive (MLP) score of one example: v^T tanh(W_q q + W_k k).
+
+  Args:
+    q: queries (Q, Dq).
+    k: keys (K, Dk).
+    w_q: (Dq, A), projects queries to the hidden size A.
+    w_k: (Dk, A), projects keys to the hidden size A.
+    v: (A,), reads one number off each hidden vector.
+
+  Returns:
+    scores (Q, K).
+  """
+  _check_pair(q, k, same_width=False)
+  hidden = jnp.tanh((q @ w_q)[:, None, :] + (k @ w_k)[None, :, :])  # (Q, K, A)
+  return hidden @ v
+
+
+def bilinear_score(q: jax.Array, k: jax.Array, w: jax.Array) -> jax.Array:
+  """Bilinear ("general") score of one example: q^T W k.
+
+  Args:
+    q: queries (Q, Dq).
+    k: keys (K, Dk).
+    w: (Dq, Dk).
+
+  Returns:
+    scores (Q, K).
+  """
+  _check_pair(q, k, same_width=False)
+  return (q @ w) @ k.T
+
+
+def concat_score(q: jax.Array, k: jax.Array, w: jax.Array, v: jax.Array) -> jax.Array:
+  """Concat score of one example: v^T tanh(W [q; k]).
+
+  W applied to the concatenation [q; k] equals W_q q + W_k k with W split by rows into its first
+  Dq and last Dk rows, so this is the additive score with one stacked kernel.
+
+  Args:
+    q: queries (Q, Dq).
+    k: keys (K, Dk).
+    w: (Dq + Dk, A).
+    v: (A,).
+
+  Returns:
+    scores (Q, K).
+  """
+  _check_pair(q, k, same_width=False)
+  dq = q.shape[-1]
+  if w.shape[0] != dq + k.shape[-1]:
+    raise ValueError(f"w: expected {dq + k.shape[-1]} rows (Dq + Dk), got shape {w.shape}")
+  return additive_score(q, k, w[:dq], w[dq:], v)
+
+
+def _map_leading(fn: Callable[[jax.Array, jax.Array], jax.Array], q, k) -> jax.Array:
+  """Applies a per-example score to q (..., Q, Dq), k (..., K, Dk); leading axes broadcast."""
+  try:
+    lead = jnp.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+  except ValueError:
+    raise ValueError(f"the leading (batch) axes of q {q.shape} and k {k.shape} do not "
+                     "broadcast") from None
+  q = jnp.broadcast_to(q, lead + q.shape[-2:])
+  k = jnp.broadcast_to(k, lead + k.shape[-2:])
+  for _ in lead:
+    fn = jax.vmap(fn)
+  return fn(q, k)
+
+
+def _column_init(init: Initializer) -> Initializer:
+  """Initializes a vector (A,) as if it were a kernel (A, 1), so fan-in based inits apply."""
+  def vector_init(key, shape, dtype=jnp.float32):
+    return init(key, (*shape, 1), dtype)[..., 0]
+  return vector_init
+
+
+class _Score(nn.Module):
+  """Base of the score modules: holds the parameters of a pure score and maps its leading axes.
+
+  `__call__(q (..., Q, Dq), k (..., K, Dk)) -> scores (..., Q, K)`: inputs and parameters are cast
+  to `dtype`, the leading axes of q and k broadcast against each other and are mapped with
+  `jax.vmap`, all sharing one set of parameters (built from Dq and Dk on first use).
+
+  Attributes:
+    dtype: the dtype of the computation.
+    param_dtype: the dtype parameters are stored in.
+    kernel_init: initializer of the kernels (and, as an (A, 1) kernel, of the vector v); unused by
+      the parameter-free scores, accepted so every score takes the same arguments.
+  """
+  dtype: Dtype = jnp.float32
+  param_dtype: Dtype = jnp.float32
+  kernel_init: Initializer = nn.initializers.lecun_normal()
+
+  # True for the scores that need Dq == Dk (callers can check early with better names).
+  requires_equal_widths: ClassVar[bool] = False
+  score_fn = staticmethod(dot_score)  # the pure function; its arguments after (q, k) are params
+
+  def _score_params(self, dq: int, dk: int) -> tuple[jax.Array, ...]:
+    del dq, dk
+    return ()
+
+  def _kernel(self, name: str, shape: tuple[int, ...], vector: bool = False) -> jax.Array:
+    init = _column_init(self.kernel_init) if vector else self.kernel_init
+    return jnp.asarray(self.param(name, init, shape, self.param_dtype), self.dtype)
+
+  @nn.compact
+  def __call__(self, q: jax.Array, k: jax.Array) -> jax.Array:
+    _checks.min_rank(q, 2, "q")
+    _checks.min_rank(k, 2, "k")
+    _checks.floating(q, "q")
+    _checks.floating(k, "k")
+    if self.requires_equal_widths:
+      _checks.equal_dim(q, "q", -1, k, "k", -1)
+    q, k = jnp.asarray(q, self.dtype), jnp.asarray(k, self.dtype)
+    params = self._score_params(q.shape[-1], k.shape[-1])
+    return _map_leading(lambda qi, ki: self.score_fn(qi, ki, *params), q, k)
+
+
+class DotScore(_Score):
+  """Parameter-free dot-product score: q (..., Q, D), k (..., K, D) -> (..., Q, K)."""
+  requires_equal_widths: ClassVar[bool] = True
+
+
+class ScaledDotScore(_Score):
+  """Parameter-free scaled dot-product score: q (..., Q, D), k (..., K, D) -> (..., Q, K)."""
+  requires_equal_widths: ClassVar[bool] = True
+  score_fn = staticmethod(scaled_dot_score)
+
+
+class _HiddenScore(_Score):
+  """A score with a tanh hidden layer of size `features` (A); None uses the key width Dk."""
+  features: int | None = None
+
+  def _hidden_size(self, dk: int) -> int:
+    return dk if self.features is None else self.features
+
+
+class AdditiveScore(_HiddenScore):
+  """Additive score v^T tanh(W_q q + W_k k): q (..., Q, Dq), k (..., K, Dk) -> (..., Q, K).
+
+  Parameters: w_q (Dq, A), w_k (Dk, A), v (A,).
+
+  Attributes:
+    features: the hidden size A; None uses the key width Dk.
+  """
+  score_fn = staticmethod(additive_score)
+
+  def _score_params(self, dq, dk):
+    hidden = self._hidden_size(dk)
+    return (self._kernel("w_q", (dq, hidden)), self._kernel("w_k", (dk, hidden)),
+            self._kernel("v", (hidden,), vector=True))
+
+
+class BilinearScore(_Score):
+  """Bilinear ("general") score q^T W k: q (..., Q, Dq), k (..., K, Dk) -> (..., Q, K).
+
+  Parameters: w (Dq, Dk).
+  """
+  score_fn = staticmethod(bilinear_score)
+
+  def _score_params(self, dq, dk):
+    return (self._kernel("w", (dq, dk)),)
+
+
+class ConcatScore(_HiddenScore):
+  """Concat score v^T tanh(W [q; k]): q (..., Q, Dq), k (..., K, Dk) -> (..., Q, K).
+
+  Parameters: w (Dq + Dk, A), v (A,).
+
+  Attributes:
+    features: the hidden size A; None uses the key width Dk.
+  """
+  score_fn = staticmethod(concat_score)
+
+  def _score_params(self, dq, dk):
+    hidden = self._hidden_size(dk)
+    return self._kernel("w", (dq + dk, hidden)), self._kernel("v", (hidden,), vector=True)
+
+
+_SCORES: dict[str, type[_Score]] = {
+    "dot": DotScore,
+    "scaled_dot": ScaledDotScore,
+    "additive": AdditiveScore,
+    "bilinear": BilinearScore,
+    "concat": ConcatScore,
+}
+SCORE_NAMES: tuple[str, ...] = tuple(_SCORES)
+
+
+def score_class(name: str) -> type[_Score]:
+  """The score module class called `name` (one of SCORE_NAMES); ValueError for an unknown name."""
+  if name not in _SCORES:
+    raise ValueError(f"score: unknown name {name!r}; known names are {', '.join(SCORE_NAMES)}")
+  return _SCORES[name]
+
+
+def make_score(name: str, **kwargs) -> nn.Module:
+  """Builds the score module called `name`.
+
+  Args:
+    name: one of SCORE_NAMES: 'dot', 'scaled_dot', 'additive', 'bilinear', 'concat'.
+    **kwargs: module fields (dtype, param_dtype, kernel_init, name, and `features` for 'additive'
+      and 'concat'). `features=None` is accepted (and ignored) by every score, so callers can pass
+      their hidden-size setting through unconditionally; a non-None `features` for a score without
+      a hidden layer is a ValueError.
+
+  Returns:
+    an unbound module mapping q (..., Q, Dq), k (..., K, Dk) to scores (..., Q, K).
+  """
+  cls = score_class(name)
+  if "features" in kwargs and not issubclass(cls, _HiddenScore):
+    if kwargs["features"] is not None:
+      raise ValueError(f"features: the {name!r} score has no hidden layer, so features must be "
+                       f"None, got {kwargs['features']}")
+    del kwargs["features"]
+  return cls(**kwargs)
