@@ -1,0 +1,219 @@
+"""A vocabulary: tokens <-> int ids, with the project's special tokens at fixed ids.
+
+Ids 0-3 are always pad "<pad>", unk "<unk>", bos "<bos>", eos "<eos>" (docs: INTERFACES.md); the
+regular tokens follow in a deterministic order: by frequency in the training data, most frequent
+first, ties broken by the token itself (Unicode code point order). Building twice from the same
+data therefore gives the same ids, and `save` / `load` round-trip them exactly.
+
+Unknown tokens encode to unk. A text made only of unknown tokens encodes to a run of unk ids of the
+same length; it is not an error (the task layer counts such examples in its report).
+
+The file format is JSON in UTF-8:
+  {"format": "attention-zoo-vocab", "version": 1, "specials": ["<pad>", "<unk>", "<bos>", "<eos>"],
+   "tokens": [every token in id order, specials first], "counts": [training count per token, 0 for
+   the specials], "metadata": {free-form, e.g. how and from what the vocabulary was built}}
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
+SPECIALS = (PAD, UNK, BOS, EOS)
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+FORMAT = "attention-zoo-vocab"
+VERSION = 1
+
+
+class Vocab:
+  """Maps tokens to ids and back.
+
+  Build one with `Vocab.build(token_lists, min_freq=..., max_size=...)` from the training split, or
+  read one with `Vocab.load(path)`. The constructor takes the regular tokens in id order (ids 4,
+  5, ...) and is mostly for `build` and `load`.
+  """
+
+  def __init__(self, tokens: Sequence[str], counts: Sequence[int] | None = None,
+               metadata: Mapping[str, Any] | None = None):
+    tokens = list(tokens)
+    if counts is not None and len(counts) != len(tokens):
+      raise ValueError(f"counts: expected one count per token ({len(tokens)}), got {len(counts)}")
+    self._itos = list(SPECIALS) + tokens
+    self._stoi = {token: i for i, token in enumerate(self._itos)}
+    if len(self._stoi) != len(self._itos):
+      repeated = [t for t, n in collections.Counter(self._itos).items() if n > 1]
+      raise ValueError(f"tokens: every token must appear once and none may be a special token "
+                       f"{SPECIALS}; repeated: {repeated[:10]}")
+    for token in tokens:
+      if not isinstance(token, str) or not token:
+        raise ValueError(f"tokens: every token must be a non-empty str, got {token!r}")
+    self._counts = [0] * len(SPECIALS) + [int(c) for c in (counts or [0] * len(tokens))]
+    self.metadata = dict(metadata or {})
+
+  @classmethod
+  def build(cls, token_lists: Iterable[Sequence[str]], *, min_freq: int = 1,
+            max_size: int | None = None, metadata: Mapping[str, Any] | None = None) -> Vocab:
+    """Counts the tokens of `token_lists` (the training split only) and keeps the frequent ones.
+
+    Args:
+      token_lists: an iterable of token lists, e.g. `map(imdb_tokenize, texts)`.
+      min_freq: keep tokens seen at least this many times (>= 1).
+      max_size: the largest `len(vocab)`, the four special tokens included (>= 4); the most
+        frequent tokens are kept. None: no limit.
+      metadata: stored with the vocabulary (JSON-serialisable), e.g. the options and the source.
+
+    Returns:
+      The vocabulary. Special-token strings found in the data are not counted (they keep ids 0-3).
+    """
+    if int(min_freq) != min_freq or min_freq < 1:
+      raise ValueError(f"min_freq must be an integer >= 1, got {min_freq!r}")
+    if max_size is not None and (int(max_size) != max_size or max_size < len(SPECIALS)):
+      raise ValueError(f"max_size must be None or an integer >= {len(SPECIALS)} (the special "
+                       f"tokens), got {max_size!r}")
+    counter = collections.Counter()
+    for tokens in token_lists:
+      counter.update(tokens)
+    for special in SPECIALS:
+      counter.pop(special, None)
+    ranked = sorted((item for item in counter.items() if item[1] >= min_freq),
+                    key=lambda item: (-item[1], item[0]))
+    if max_size is not None:
+      ranked = ranked[:max_size - len(SPECIALS)]
+    meta = {"min_freq": int(min_freq), "max_size": max_size, **dict(metadata or {})}
+    return cls([t for t, _ in ranked], [c for _, c in ranked], meta)
+
+  # ---- lookups
+
+  def __len__(self) -> int:
+    return len(self._itos)
+
+  def __contains__(self, token: str) -> bool:
+    return token in self._stoi
+
+  def __eq__(self, other) -> bool:
+    return (isinstance(other, Vocab) and self._itos == other._itos
+            and self._counts == other._counts and self.metadata == other.metadata)
+
+  def __repr__(self) -> str:
+    return f"Vocab(size={len(self)}, first={self._itos[4:9]})"
+
+  @property
+  def tokens(self) -> list[str]:
+    """Every token in id order, the special tokens first."""
+    return list(self._itos)
+
+  def count(self, token: str) -> int:
+    """How often `token` occurred in the data the vocabulary was built from (0 if unknown)."""
+    i = self._stoi.get(token)
+    return 0 if i is None else self._counts[i]
+
+  def token_to_id(self, token: str) -> int:
+    """The id of `token`, or UNK_ID (1) if it is not in the vocabulary."""
+    return self._stoi.get(token, UNK_ID)
+
+  def id_to_token(self, i: int) -> str:
+    if not 0 <= i < len(self._itos):
+      raise ValueError(f"id {i} is out of range for a vocabulary of size {len(self)}")
+    return self._itos[i]
+
+  pad_id, unk_id, bos_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
+
+  # ---- encoding
+
+  def encode(self, tokens: Sequence[str], add_bos: bool = False, add_eos: bool = False,
+             as_numpy: bool = False) -> list[int] | np.ndarray:
+    """Token ids of `tokens`; unknown tokens become UNK_ID.
+
+    Args:
+      tokens: a list of tokens (not a string: a str argument is refused, since iterating it would
+        encode single characters).
+      add_bos: put BOS_ID first.
+      add_eos: put EOS_ID last.
+      as_numpy: return an int32 array (L,) instead of a list.
+    """
+    if isinstance(tokens, (str, bytes)):
+      raise ValueError(f"tokens: expected a sequence of tokens, got a string {tokens[:40]!r}; "
+                       f"tokenize it first")
+    get = self._stoi.get
+    ids = [get(token, UNK_ID) for token in tokens]
+    if add_bos:
+      ids.insert(0, BOS_ID)
+    if add_eos:
+      ids.append(EOS_ID)
+    return np.asarray(ids, dtype=np.int32) if as_numpy else ids
+
+  def decode(self, ids: Iterable[int] | np.ndarray, strip_special: bool = True) -> list[str]:
+    """Tokens of `ids`.
+
+    Args:
+      ids: token ids (a list or a 1-D array).
+      strip_special: stop at the first eos and leave out pad and bos, which is what a model's
+        padded output needs. Unknown tokens stay as "<unk>" either way, so that a prediction with
+        unknowns is not scored as if it were clean. False: every id maps to its token.
+
+    Returns:
+      A list of token strings. An id outside [0, len) raises a ValueError.
+    """
+    ids = np.asarray(ids)
+    if ids.ndim != 1:
+      raise ValueError(f"ids: expected a 1-D sequence of ids, got shape {ids.shape}")
+    if ids.size and (ids.min() < 0 or ids.max() >= len(self._itos)):
+      raise ValueError(f"ids must lie in [0, {len(self._itos)}) for this vocabulary, got values "
+                       f"from {ids.min()} to {ids.max()}")
+    out = []
+    for i in ids.tolist():
+      if strip_special:
+        if i == EOS_ID:
+          break
+        if i in (PAD_ID, BOS_ID):
+          continue
+      out.append(self._itos[i])
+    return out
+
+  # ---- files
+
+  def to_json(self) -> dict:
+    return {"format": FORMAT, "version": VERSION, "specials": list(SPECIALS),
+            "tokens": self._itos, "counts": self._counts, "metadata": self.metadata}
+
+  def save(self, path: str | os.PathLike) -> None:
+    """Writes the vocabulary as UTF-8 JSON (atomically: a temporary file is renamed into place)."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+      json.dump(self.to_json(), f, ensure_ascii=False, separators=(",", ":"))
+    os.replace(tmp, path)
+
+  @classmethod
+  def load(cls, path: str | os.PathLike) -> Vocab:
+    """Reads a file written by `save`; a missing, corrupt or foreign file raises a ValueError."""
+    path = os.fspath(path)
+    try:
+      with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    except FileNotFoundError:
+      raise ValueError(f"vocabulary file {path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+      raise ValueError(f"vocabulary file {path} is corrupt (not UTF-8 JSON): {e}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+      raise ValueError(f"vocabulary file {path} is not an {FORMAT} file (its 'format' field is "
+                       f"{data.get('format') if isinstance(data, dict) else None!r})")
+    if data.get("version") != VERSION:
+      raise ValueError(f"vocabulary file {path} has format version {data.get('version')!r}; this "
+                       f"code reads version {VERSION}")
+    tokens, counts = data.get("tokens"), data.get("counts")
+    if (data.get("specials") != list(SPECIALS) or not isinstance(tokens, list)
+        or tokens[:len(SPECIALS)] != list(SPECIALS) or not isinstance(counts, list)
+        or len(counts) != len(tokens) or not all(isinstance(c, int) for c in counts)):
+      raise ValueError(f"vocabulary file {path} is corrupt: expected the special tokens "
+                       f"{SPECIALS} first and one integer count per token")
+    try:
+      return cls(tokens[len(SPECIALS):], counts[len(SPECIALS):], data.get("metadata") or {})
+    except ValueError as e:
+      raise ValueError(f"vocabulary file {path} is corrupt: {e}") from None
