@@ -4,6 +4,8 @@ Shape letters: B batch, L length, Q queries, K keys/values, D width, H heads, Dh
 Masks are boolean, True = may attend.
 """
 
+from zoo.attention import Attention
+from zoo.attention import lengths_to_mask
 from zoo.masking import causal_mask
 from zoo.masking import combine_masks
 from zoo.masking import key_padding_mask

@@ -262,11 +262,12 @@ def score_class(name: str) -> type[_Score]:
   return _SCORES[name]
 
 
-def make_score(name: str, **kwargs) -> nn.Module:
+def make_score(name: str, /, **kwargs) -> nn.Module:
   """Builds the score module called `name`.
 
   Args:
-    name: one of SCORE_NAMES: 'dot', 'scaled_dot', 'additive', 'bilinear', 'concat'.
+    name: one of SCORE_NAMES: 'dot', 'scaled_dot', 'additive', 'bilinear', 'concat'
+      (positional-only, so `name=` in kwargs names the Flax submodule).
     **kwargs: module fields (dtype, param_dtype, kernel_init, name, and `features` for 'additive'
       and 'concat'). `features=None` is accepted (and ignored) by every score, so callers can pass
       their hidden-size setting through unconditionally; a non-None `features` for a score without

@@ -1,0 +1,108 @@
+"""Single-head attention: score queries against keys, mask, softmax, and average the values.
+
+This is d2l's DotProductAttention and MLPAttention in one module whose score is chosen by name
+(see zoo.scoring): `Attention(score='additive')` is Bahdanau/MLP attention,
+`Attention(score='scaled_dot')` (the default) is Transformer attention.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from zoo import _checks
+from zoo import masking
+from zoo import scoring
+
+Dtype = Any
+
+
+def lengths_to_mask(valid_lens: jax.Array, batch: int, num_queries: int,
+                    num_keys: int) -> jax.Array:
+  """Turns `valid_lens` (B,) or (B, Q) into a boolean mask broadcastable to scores (B, Q, K).
+
+  Args:
+    valid_lens: int (B,), the number of valid keys of each example, or (B, Q), one per query row.
+    batch: B.
+    num_queries: Q.
+    num_keys: K.
+
+  Returns:
+    bool (B, 1, K) for lengths (B,), or (B, Q, K) for lengths (B, Q); True = may attend.
+  """
+  valid_lens = jnp.asarray(valid_lens)
+  _checks.integer(valid_lens, "valid_lens")
+  _checks.rank(valid_lens, {1, 2}, "valid_lens")
+  _checks.shape_prefix(valid_lens, "valid_lens", (batch, num_queries), "the score rows (B, Q) =")
+  _checks.lengths_in_range(valid_lens, "valid_lens", num_keys)
+  mask = masking.sequence_mask(valid_lens, num_keys)
+  return mask[:, None, :] if valid_lens.ndim == 1 else mask
+
+
+class Attention(nn.Module):
+  """Attention of a batch of query sets over key/value sets, with a selectable score.
+
+  Attributes:
+    score: the scoring function, one of zoo.SCORE_NAMES ('dot', 'scaled_dot', 'additive',
+      'bilinear', 'concat').
+    score_features: the hidden size A of the 'additive' and 'concat' scores; None (the default)
+      uses the key width Dk. Must be None for the other scores.
+    dropout_rate: dropout on the attention weights (applied only when `deterministic=False`, which
+      then needs a 'dropout' rng).
+    dtype: the dtype of the computation.
+    param_dtype: the dtype the score parameters are stored in.
+  """
+  score: str = "scaled_dot"
+  score_features: int | None = None
+  dropout_rate: float = 0.0
+  dtype: Dtype = jnp.float32
+  param_dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, queries: jax.Array, keys: jax.Array, values: jax.Array,
+               valid_lens: jax.Array | None = None, *, mask: jax.Array | None = None,
+               deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
+    """Attends every query to the keys and averages the values with the attention weights.
+
+    Args:
+      queries: float (B, Q, Dq).
+      keys: float (B, K, Dk); Dk == Dq for the 'dot' and 'scaled_dot' scores.
+      values: float (B, K, Dv).
+      valid_lens: None (attend to all keys), int (B,) (the first valid_lens[b] keys of example b are
+        valid) or int (B, Q) (a length per query row), as in d2l's masked_softmax.
+      mask: optional bool broadcastable to (B, Q, K), True = may attend; combined with valid_lens.
+      deterministic: if False, apply dropout to the weights.
+
+    Returns:
+      context: (B, Q, Dv), the weighted averages of the values; all zeros for a query row with
+        nothing to attend to.
+      weights: (B, Q, K), the attention weights before dropout (rows sum to 1, or 0 when fully
+        masked).
+    """
+    scorer_cls = scoring.score_class(self.score)
+    for array, name in [(queries, "queries"), (keys, "keys"), (values, "values")]:
+      _checks.rank(array, 3, name)
+      _checks.floating(array, name)
+    _checks.equal_dim(queries, "queries", 0, keys, "keys", 0)
+    _checks.equal_dim(keys, "keys", 0, values, "values", 0)
+    _checks.equal_dim(keys, "keys", 1, values, "values", 1)
+    if scorer_cls.requires_equal_widths:
+      _checks.equal_dim(queries, "queries", 2, keys, "keys", 2)
+    (batch, num_queries, _), num_keys = queries.shape, keys.shape[1]
+    if mask is not None:
+      _checks.boolean(mask, "mask")
+      _checks.broadcastable(mask, "mask", (batch, num_queries, num_keys), "the scores (B, Q, K) =")
+    if valid_lens is not None:
+      lens_mask = lengths_to_mask(valid_lens, batch, num_queries, num_keys)
+      mask = masking.combine_masks(lens_mask, mask)
+
+    scorer = scoring.make_score(self.score, features=self.score_features, dtype=self.dtype,
+                                param_dtype=self.param_dtype, name="scorer")
+    scores = scorer(queries, keys)  # (B, Q, K)
+    weights = masking.softmax_where(scores, mask)  # (B, Q, K), float32 softmax, cast to dtype
+    dropped = nn.Dropout(rate=self.dropout_rate)(weights, deterministic=deterministic)
+    context = jnp.einsum("bqk,bkv->bqv", dropped, jnp.asarray(values, self.dtype))  # (B, Q, Dv)
+    return context, weights
