@@ -12,6 +12,8 @@ from zoo.masking import key_padding_mask
 from zoo.masking import masked_softmax
 from zoo.masking import sequence_mask
 from zoo.masking import softmax_where
+from zoo.pooling import AttentionPooling
+from zoo.pooling import masked_mean_pool
 from zoo.scoring import SCORE_NAMES
 from zoo.scoring import AdditiveScore
 from zoo.scoring import BilinearScore

@@ -1,0 +1,121 @@
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import zoo
+
+B, L, D, A = 3, 7, 5, 4
+
+
+def _rand(seed, *shape):
+  return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _np_pool(scores, x, valid_lens):
+  """Reference: softmax of scores (B, L) over the valid steps, then the weighted sum of x."""
+  weights = np.zeros(scores.shape)
+  for b, n in enumerate(valid_lens):
+    if n:
+      e = np.exp(scores[b, :n] - scores[b, :n].max())
+      weights[b, :n] = e / e.sum()
+  return np.einsum("bl,bld->bd", weights, x), weights
+
+
+def test_additive_pooling_is_nndl_formula():
+  x, lens = _rand(0, B, L, D), np.array([7, 2, 4], np.int32)
+  pool = zoo.AttentionPooling(features=A)
+  variables = pool.init(jax.random.key(0), x, lens)
+  p = jax.tree.map(np.asarray, variables["params"])
+  q, u, w, v = p["query"][0], p["scorer"]["w_q"], p["scorer"]["w_k"], p["scorer"]["v"]
+  scores = np.tanh(x @ w + q @ u) @ v  # s = v^T tanh(X W + q^T U), (B, L)
+  expected_context, expected_weights = _np_pool(scores, x, lens)
+  context, weights = pool.apply(variables, x, lens)
+  np.testing.assert_allclose(weights, expected_weights, rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(context, expected_context, rtol=1e-5, atol=1e-6)
+
+
+def test_dot_pooling_is_x_times_query_and_ignores_padding():
+  x, lens = _rand(1, B, L, D), np.array([1, 6, 0], np.int32)
+  pool = zoo.AttentionPooling(score="dot")
+  variables = pool.init(jax.random.key(1), x, lens)
+  query = np.asarray(variables["params"]["query"][0])
+  assert query.shape == (D,)
+  expected_context, expected_weights = _np_pool(x @ query, x, lens)
+  context, weights = pool.apply(variables, x, lens)
+  np.testing.assert_allclose(weights, expected_weights, rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(context, expected_context, rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(context[2], 0.0)
+  # Changing padded steps changes nothing.
+  padded = x.copy()
+  padded[0, 1:] = 1e4
+  chex.assert_trees_all_close(pool.apply(variables, padded, lens), (context, weights))
+
+
+@pytest.mark.parametrize("score", ["scaled_dot", "bilinear", "concat"])
+def test_other_scores_pool_with_valid_weights(score):
+  x, lens = _rand(2, B, L, D), jnp.array([3, 7, 5])
+  pool = zoo.AttentionPooling(score=score)
+  variables = pool.init(jax.random.key(2), x, lens)
+  context, weights = pool.apply(variables, x, lens)
+  assert context.shape == (B, D) and weights.shape == (B, L)
+  np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
+  np.testing.assert_array_equal(weights[0, 3:], 0.0)
+  np.testing.assert_allclose(context, jnp.einsum("bl,bld->bd", weights, x), rtol=1e-5, atol=1e-6)
+  # No lengths means all steps are valid.
+  chex.assert_trees_all_close(pool.apply(variables, x), pool.apply(variables, x, jnp.full(B, L)))
+
+
+def test_pooling_jit_grad_bfloat16_and_vmap():
+  x, lens = _rand(3, B, L, D), jnp.array([3, 7, 0])
+  pool16 = zoo.AttentionPooling(dtype=jnp.bfloat16)
+  variables = pool16.init(jax.random.key(3), x, lens)
+  assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(variables))
+  context16, weights16 = jax.jit(pool16.apply)(variables, x, lens)
+  assert context16.dtype == weights16.dtype == jnp.bfloat16
+  context32, _ = zoo.AttentionPooling().apply(variables, x, lens)
+  np.testing.assert_allclose(context16.astype(np.float32), context32, atol=0.05, rtol=0.05)
+
+  pool = zoo.AttentionPooling()
+  grads = jax.jit(jax.grad(lambda v: (pool.apply(v, x, lens)[0] ** 2).sum()))(variables)
+  for leaf in jax.tree.leaves(grads):
+    assert np.all(np.isfinite(leaf)) and np.abs(leaf).sum() > 0
+  stacked = jnp.stack([x, x[::-1]])
+  mapped, _ = jax.vmap(pool.apply, in_axes=(None, 0, None))(variables, stacked, lens)
+  np.testing.assert_allclose(mapped[1], pool.apply(variables, x[::-1], lens)[0], rtol=1e-5,
+                             atol=1e-6)
+
+
+def test_masked_mean_pool_exact():
+  x = np.arange(B * L * D, dtype=np.float32).reshape(B, L, D)
+  x[0, 2:] = np.nan  # padding never reaches the result
+  lens = jnp.array([2, 7, 0])
+  pooled = zoo.masked_mean_pool(x, lens)
+  np.testing.assert_array_equal(pooled[0], (x[0, 0] + x[0, 1]) / 2)
+  np.testing.assert_allclose(pooled[1], x[1].mean(0), rtol=1e-6)
+  np.testing.assert_array_equal(pooled[2], 0.0)
+  np.testing.assert_allclose(zoo.masked_mean_pool(x[1:2]), x[1:2].mean(1), rtol=1e-6)
+  grad = jax.grad(lambda x: zoo.masked_mean_pool(x, lens).sum())(jnp.asarray(x))
+  np.testing.assert_array_equal(grad[0, :2], 0.5)
+  np.testing.assert_array_equal(grad[0, 2:], 0.0)
+  np.testing.assert_array_equal(grad[2], 0.0)
+  pooled16 = jax.jit(zoo.masked_mean_pool)(jnp.asarray(x[1:], jnp.bfloat16), lens[1:])
+  assert pooled16.dtype == jnp.bfloat16
+  np.testing.assert_allclose(pooled16.astype(np.float32), pooled[1:], rtol=1e-2)
+
+
+def test_pooling_bad_arguments():
+  x = jnp.zeros((B, L, D))
+  with pytest.raises(ValueError, match=r"x: expected an array of rank 3, got shape \(7, 5\)"):
+    zoo.masked_mean_pool(x[0], jnp.array([1]))
+  with pytest.raises(ValueError, match=r"valid_lens and x disagree: valid_lens.shape\[0\] = 2"):
+    zoo.masked_mean_pool(x, jnp.array([1, 2]))
+  with pytest.raises(ValueError, match=r"valid_lens must lie in \[0, 7\]"):
+    zoo.masked_mean_pool(x, jnp.array([1, 2, 8]))
+  with pytest.raises(ValueError, match="x: expected a floating-point array"):
+    zoo.AttentionPooling().init(jax.random.key(0), x.astype(jnp.int32))
+  with pytest.raises(ValueError, match=r"valid_lens with shape \(2,\) does not match"):
+    zoo.AttentionPooling().init(jax.random.key(0), x, jnp.array([1, 2]))
+  with pytest.raises(ValueError, match="features: the 'dot' score has no hidden layer"):
+    zoo.AttentionPooling(score="dot", features=3).init(jax.random.key(0), x)

@@ -1,0 +1,95 @@
+"""Pooling a sequence (B, L, D) into one vector per example (B, D).
+
+`AttentionPooling` scores every step against a learned query vector (nndl 8.1: the additive form is
+s = v^T tanh(X W + q^T U), the dot form s = X q) and averages the steps with the softmax of those
+scores over the valid steps. `masked_mean_pool` is the plain average over the valid steps, the
+baseline the attention is compared against.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from zoo import _checks
+from zoo import masking
+from zoo import scoring
+
+Dtype = Any
+
+
+def masked_mean_pool(x: jax.Array, valid_lens: jax.Array | None = None) -> jax.Array:
+  """The mean of the first valid_lens[b] steps of each sequence.
+
+  Args:
+    x: float (B, L, D).
+    valid_lens: int (B,), the number of valid steps of each example; None averages all L steps.
+
+  Returns:
+    (B, D) in the dtype of `x`, summed in float32. A sequence of length 0 gives zeros (not NaN), and
+    padded steps never reach the result, even if they hold inf or NaN.
+  """
+  _checks.rank(x, 3, "x")
+  _checks.floating(x, "x")
+  if valid_lens is None:
+    return jnp.mean(x.astype(jnp.float32), axis=1).astype(x.dtype)
+  _checks.integer(valid_lens, "valid_lens")
+  _checks.rank(valid_lens, 1, "valid_lens")
+  _checks.equal_dim(valid_lens, "valid_lens", 0, x, "x", 0)
+  _checks.lengths_in_range(valid_lens, "valid_lens", x.shape[1])
+  mask = masking.sequence_mask(valid_lens, x.shape[1])  # (B, L)
+  total = jnp.sum(jnp.where(mask[..., None], x.astype(jnp.float32), 0.0), axis=1)  # (B, D)
+  count = jnp.maximum(jnp.asarray(valid_lens), 1).astype(jnp.float32)[:, None]  # (B, 1)
+  return (total / count).astype(x.dtype)
+
+
+class AttentionPooling(nn.Module):
+  """Attention pooling with a learned query vector q of width D.
+
+  The query is scored against every step by a zoo.scoring module: with 'additive' (the default)
+  s_t = v^T tanh(W x_t + U q), with 'dot' s_t = x_t . q; 'scaled_dot', 'bilinear' and 'concat'
+  work too.
+
+  Attributes:
+    score: one of zoo.SCORE_NAMES.
+    features: the hidden size A of the 'additive' and 'concat' scores; None uses D. Must be None
+      for the other scores.
+    dtype: the dtype of the computation.
+    param_dtype: the dtype parameters are stored in.
+    query_init: initializer of the query, stored as 'query' with shape (1, D); None (the default)
+      draws it from a normal distribution with standard deviation 1 / sqrt(D), so x . q starts with
+      about the scale of one input feature.
+  """
+  score: str = "additive"
+  features: int | None = None
+  dtype: Dtype = jnp.float32
+  param_dtype: Dtype = jnp.float32
+  query_init: Callable[..., jax.Array] | None = None
+
+  @nn.compact
+  def __call__(self, x: jax.Array,
+               valid_lens: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """Pools each sequence into the attention-weighted average of its valid steps.
+
+    Args:
+      x: float (B, L, D).
+      valid_lens: int (B,), the number of valid steps; None uses all L steps.
+
+    Returns:
+      context: (B, D), zeros for an example with valid_len 0.
+      weights: (B, L), zero beyond each valid length.
+    """
+    _checks.rank(x, 3, "x")
+    _checks.floating(x, "x")
+    width = x.shape[-1]
+    init = self.query_init or nn.initializers.normal(stddev=width ** -0.5)
+    query = self.param("query", init, (1, width), self.param_dtype)  # one query row, Q = 1
+    scorer = scoring.make_score(self.score, features=self.features, dtype=self.dtype,
+                                param_dtype=self.param_dtype, name="scorer")
+    x = jnp.asarray(x, self.dtype)
+    scores = scorer(jnp.asarray(query, self.dtype), x)[:, 0, :]  # query broadcasts: (B, 1, L)
+    weights = masking.masked_softmax(scores, valid_lens)  # (B, L)
+    return jnp.einsum("bl,bld->bd", weights, x), weights
