@@ -26,3 +26,5 @@ from zoo.scoring import concat_score
 from zoo.scoring import dot_score
 from zoo.scoring import make_score
 from zoo.scoring import scaled_dot_score
+from zoo.self_attention import SelfAttention
+from zoo.self_attention import SimpleSelfAttention
