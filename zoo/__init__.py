@@ -14,6 +14,10 @@ from zoo.masking import sequence_mask
 from zoo.masking import softmax_where
 from zoo.pooling import AttentionPooling
 from zoo.pooling import masked_mean_pool
+from zoo.positional import LearnedPositionEmbedding
+from zoo.positional import SinusoidalPositionEncoding
+from zoo.positional import sinusoidal_encoding
+from zoo.positional import sinusoidal_encoding_at
 from zoo.scoring import SCORE_NAMES
 from zoo.scoring import AdditiveScore
 from zoo.scoring import BilinearScore

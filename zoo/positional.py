@@ -1,0 +1,156 @@
+"""Position encodings: fixed sinusoids (Vaswani et al., d2l's PositionalEncoding) and a learned table.
+
+Both modules add the encoding of each step's absolute position to x (B, L, D) and apply dropout, and
+both take the position of the first step (`offset`) or explicit `positions`, so an incremental
+decoder can encode step t alone. They are interchangeable in a model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from zoo import _checks
+
+Dtype = Any
+
+
+def sinusoidal_encoding_at(positions: jax.Array, dim: int) -> jax.Array:
+  """The sinusoidal encodings of arbitrary positions.
+
+  Column 2i holds sin(p / 10000^(2i/dim)) and column 2i+1 holds cos(p / 10000^(2i/dim)). For an odd
+  dim the last column, 2i = dim - 1, is a sine with exponent (dim - 1) / dim and has no cosine
+  partner (the formula applied as written; no column is dropped or padded).
+
+  Args:
+    positions: int or float array (...,), e.g. (L,) or (B, L), possibly traced.
+    dim: D, the width of the encoding.
+
+  Returns:
+    float32 (..., D).
+  """
+  if not isinstance(dim, (int, np.integer)) or dim < 1:
+    raise ValueError(f"dim: expected a positive int, got {dim!r}")
+  column = np.arange(dim)
+  frequency = np.power(10000.0, -(column - column % 2) / dim).astype(np.float32)  # (D,)
+  angles = jnp.asarray(positions, jnp.float32)[..., None] * frequency  # (..., D)
+  return jnp.where(column % 2 == 0, jnp.sin(angles), jnp.cos(angles))
+
+
+def sinusoidal_encoding(length: int, dim: int, *, offset: int | jax.Array = 0) -> jax.Array:
+  """The sinusoidal encodings of positions offset, ..., offset + length - 1.
+
+  Args:
+    length: L, the number of positions.
+    dim: D, the width (see sinusoidal_encoding_at for odd D).
+    offset: the first position (an int or a traced int scalar, e.g. a decoder's step).
+
+  Returns:
+    float32 (L, D): PE[p, 2i] = sin((offset + p) / 10000^(2i/D)), PE[p, 2i+1] = cos(same).
+  """
+  if not isinstance(length, (int, np.integer)) or length < 0:
+    raise ValueError(f"length: expected a non-negative int, got {length!r}")
+  return sinusoidal_encoding_at(jnp.arange(length) + offset, dim)
+
+
+def _positions(x: jax.Array, offset, positions, max_len: int) -> jax.Array:
+  """Absolute positions (L,) or (B, L) of the steps of x (B, L, D); checks concrete ones."""
+  _checks.rank(x, 3, "x")
+  _checks.floating(x, "x")
+  batch, length, _ = x.shape
+  if positions is None:
+    _checks.integer(offset, "offset")
+    positions = jnp.arange(length) + offset  # (L,)
+  else:
+    _checks.integer(positions, "positions")
+    _checks.rank(positions, {1, 2}, "positions")
+    _checks.broadcastable(positions, "positions", (batch, length), "the steps of x (B, L) =")
+  if _checks.is_concrete(positions):
+    values = np.asarray(positions)
+    if values.size and (values.min() < 0 or values.max() >= max_len):
+      raise ValueError(f"positions must lie in [0, {max_len}) (max_len = {max_len}), got "
+                       f"{values.min()} to {values.max()} for x of shape {x.shape}")
+  return jnp.asarray(positions)
+
+
+class SinusoidalPositionEncoding(nn.Module):
+  """Adds the fixed sinusoidal encoding to x and applies dropout (d2l's PositionalEncoding).
+
+  Attributes:
+    dropout_rate: dropout on the sum, applied when `deterministic=False`.
+    max_len: positions must lie in [0, max_len) (checked when they are known at trace time; traced
+      positions beyond it still get the formula's values). The default 1000 follows d2l.
+    dtype: the dtype of the result.
+  """
+  dropout_rate: float = 0.0
+  max_len: int = 1000
+  dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: jax.Array, *, offset: int | jax.Array = 0,
+               positions: jax.Array | None = None, deterministic: bool = True) -> jax.Array:
+    """Encodes the steps of x.
+
+    Args:
+      x: float (B, L, D), e.g. scaled token embeddings.
+      offset: the position of step 0 (int or traced int scalar); ignored if `positions` is given.
+      positions: optional int (L,) or (B, L), the absolute position of every step.
+      deterministic: if False, apply dropout.
+
+    Returns:
+      (B, L, D) in `dtype`: x + PE[positions], after dropout.
+    """
+    positions = _positions(x, offset, positions, self.max_len)
+    encoded = jnp.asarray(x, self.dtype) + sinusoidal_encoding_at(positions, x.shape[-1]).astype(
+        self.dtype)
+    return nn.Dropout(rate=self.dropout_rate)(encoded, deterministic=deterministic)
+
+
+class LearnedPositionEmbedding(nn.Module):
+  """Adds a learned embedding of each position (a (max_len, features) table) to x.
+
+  Attributes:
+    max_len: the number of positions the table holds; concrete positions >= max_len (for example an
+      input longer than max_len) raise a ValueError. Traced positions outside the table give NaN,
+      so the error cannot pass silently under jit.
+    features: D, the width of x and of the table.
+    dropout_rate: dropout on the sum, applied when `deterministic=False`.
+    dtype: the dtype of the computation.
+    param_dtype: the dtype of the table ('embedding', (max_len, features)).
+    embedding_init: initializer of the table; normal with standard deviation 0.02 by default.
+  """
+  max_len: int
+  features: int
+  dropout_rate: float = 0.0
+  dtype: Dtype = jnp.float32
+  param_dtype: Dtype = jnp.float32
+  embedding_init: Callable[..., jax.Array] = nn.initializers.normal(stddev=0.02)
+
+  @nn.compact
+  def __call__(self, x: jax.Array, *, offset: int | jax.Array = 0,
+               positions: jax.Array | None = None, deterministic: bool = True) -> jax.Array:
+    """Adds the embeddings of the steps' positions to x.
+
+    Args:
+      x: float (B, L, D) with D == features.
+      offset: the position of step 0 (int or traced int scalar); ignored if `positions` is given.
+      positions: optional int (L,) or (B, L), the absolute position of every step.
+      deterministic: if False, apply dropout.
+
+    Returns:
+      (B, L, D) in `dtype`: x + embedding[positions], after dropout.
+    """
+    positions = _positions(x, offset, positions, self.max_len)
+    if x.shape[-1] != self.features:
+      raise ValueError(f"x: expected width features = {self.features} in the last axis, got "
+                       f"shape {x.shape}")
+    table = self.param("embedding", self.embedding_init, (self.max_len, self.features),
+                       self.param_dtype)
+    embedded = jnp.take(jnp.asarray(table, self.dtype), positions, axis=0, mode="fill",
+                        fill_value=jnp.nan)  # (L, D) or (B, L, D)
+    encoded = jnp.asarray(x, self.dtype) + embedded
+    return nn.Dropout(rate=self.dropout_rate)(encoded, deterministic=deterministic)
