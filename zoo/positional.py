@@ -77,8 +77,38 @@ def _positions(x: jax.Array, offset, positions, max_len: int) -> jax.Array:
   return jnp.asarray(positions)
 
 
-class SinusoidalPositionEncoding(nn.Module):
+class _PositionEncoding(nn.Module):
+  """Adds `_encodings(positions, x)` to x and applies dropout; subclasses define the fields
+  max_len, dropout_rate and dtype."""
+
+  @nn.compact
+  def __call__(self, x: jax.Array, *, offset: int | jax.Array = 0,
+               positions: jax.Array | None = None, deterministic: bool = True) -> jax.Array:
+    """Adds the encodings of the steps' absolute positions to x.
+
+    Args:
+      x: float (B, L, D), e.g. scaled token embeddings.
+      offset: the position of step 0 (int or traced int scalar, e.g. the step of an incremental
+        decoder); ignored if `positions` is given.
+      positions: optional int (L,) or (B, L), the absolute position of every step.
+      deterministic: if False, apply dropout.
+
+    Returns:
+      (B, L, D) in `dtype`: x + encoding[positions], after dropout.
+    """
+    positions = _positions(x, offset, positions, self.max_len)  # (L,) or (B, L)
+    encodings = self._encodings(positions, x)  # (L, D) or (B, L, D)
+    encoded = jnp.asarray(x, self.dtype) + encodings.astype(self.dtype)
+    return nn.Dropout(rate=self.dropout_rate)(encoded, deterministic=deterministic)
+
+  def _encodings(self, positions: jax.Array, x: jax.Array) -> jax.Array:
+    raise NotImplementedError
+
+
+class SinusoidalPositionEncoding(_PositionEncoding):
   """Adds the fixed sinusoidal encoding to x and applies dropout (d2l's PositionalEncoding).
+
+  `__call__(x (B, L, D), *, offset=0, positions=None, deterministic=True) -> (B, L, D)`.
 
   Attributes:
     dropout_rate: dropout on the sum, applied when `deterministic=False`.
@@ -90,28 +120,15 @@ class SinusoidalPositionEncoding(nn.Module):
   max_len: int = 1000
   dtype: Dtype = jnp.float32
 
-  @nn.compact
-  def __call__(self, x: jax.Array, *, offset: int | jax.Array = 0,
-               positions: jax.Array | None = None, deterministic: bool = True) -> jax.Array:
-    """Encodes the steps of x.
-
-    Args:
-      x: float (B, L, D), e.g. scaled token embeddings.
-      offset: the position of step 0 (int or traced int scalar); ignored if `positions` is given.
-      positions: optional int (L,) or (B, L), the absolute position of every step.
-      deterministic: if False, apply dropout.
-
-    Returns:
-      (B, L, D) in `dtype`: x + PE[positions], after dropout.
-    """
-    positions = _positions(x, offset, positions, self.max_len)
-    encoded = jnp.asarray(x, self.dtype) + sinusoidal_encoding_at(positions, x.shape[-1]).astype(
-        self.dtype)
-    return nn.Dropout(rate=self.dropout_rate)(encoded, deterministic=deterministic)
+  def _encodings(self, positions, x):
+    return sinusoidal_encoding_at(positions, x.shape[-1])
 
 
-class LearnedPositionEmbedding(nn.Module):
+class LearnedPositionEmbedding(_PositionEncoding):
   """Adds a learned embedding of each position (a (max_len, features) table) to x.
+
+  `__call__(x (B, L, D), *, offset=0, positions=None, deterministic=True) -> (B, L, D)`, D must
+  equal `features`.
 
   Attributes:
     max_len: the number of positions the table holds; concrete positions >= max_len (for example an
@@ -130,27 +147,11 @@ class LearnedPositionEmbedding(nn.Module):
   param_dtype: Dtype = jnp.float32
   embedding_init: Callable[..., jax.Array] = nn.initializers.normal(stddev=0.02)
 
-  @nn.compact
-  def __call__(self, x: jax.Array, *, offset: int | jax.Array = 0,
-               positions: jax.Array | None = None, deterministic: bool = True) -> jax.Array:
-    """Adds the embeddings of the steps' positions to x.
-
-    Args:
-      x: float (B, L, D) with D == features.
-      offset: the position of step 0 (int or traced int scalar); ignored if `positions` is given.
-      positions: optional int (L,) or (B, L), the absolute position of every step.
-      deterministic: if False, apply dropout.
-
-    Returns:
-      (B, L, D) in `dtype`: x + embedding[positions], after dropout.
-    """
-    positions = _positions(x, offset, positions, self.max_len)
+  def _encodings(self, positions, x):
     if x.shape[-1] != self.features:
       raise ValueError(f"x: expected width features = {self.features} in the last axis, got "
                        f"shape {x.shape}")
     table = self.param("embedding", self.embedding_init, (self.max_len, self.features),
                        self.param_dtype)
-    embedded = jnp.take(jnp.asarray(table, self.dtype), positions, axis=0, mode="fill",
-                        fill_value=jnp.nan)  # (L, D) or (B, L, D)
-    encoded = jnp.asarray(x, self.dtype) + embedded
-    return nn.Dropout(rate=self.dropout_rate)(encoded, deterministic=deterministic)
+    return jnp.take(jnp.asarray(table, self.dtype), positions, axis=0, mode="fill",
+                    fill_value=jnp.nan)
