@@ -104,7 +104,10 @@ def fra_eng_detokenize(tokens: Sequence[str]) -> str:
 
 def couplet_tokenize(text: Text) -> list[str]:
   """The characters of a couplet line: "晚 风 摇 树" -> ["晚", "风", "摇", "树"]."""
-  return [char for piece in as_text(text).split() for char in piece]
+  pieces = as_text(text).split()
+  if all(len(piece) == 1 for piece in pieces):  # the stored layout: one character a piece
+    return pieces
+  return [char for piece in pieces for char in piece]
 
 
 def couplet_detokenize(tokens: Sequence[str]) -> str:

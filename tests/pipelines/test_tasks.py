@@ -1,0 +1,169 @@
+import json
+
+import numpy as np
+import pytest
+
+from pipelines import tasks
+from pipelines.vocab import BOS_ID, EOS_ID, UNK_ID, Vocab
+
+WORDS = "good bad film plot actor great awful fine dull moving".split()
+
+
+def _reviews(n, seed, label_of=lambda i: i % 2):
+  rng = np.random.default_rng(seed)
+  out = []
+  for i in range(n):
+    words = rng.choice(WORDS, size=int(rng.integers(1, 14)))
+    out.append({"text": ("<br />".join(words) + "!").encode(), "label": label_of(i),
+                "rating": 1})
+  return out
+
+
+def _imdb(tmp_path=None, **options):
+  train = _reviews(41, 0)
+  train[4] = {"text": "<br /><br /> ", "label": 0, "rating": 2}  # empty after markup removal
+  test = _reviews(13, 1)
+  test[2] = {"text": "Zyzzyva quokka!", "label": 1, "rating": 9}  # "!" is known, the words not
+  test[5] = {"text": "Zyzzyva quokka", "label": 1, "rating": 9}  # all unknown
+  return tasks.SentimentData(train, test, max_len=9, boundaries=(3, 6, 9), min_freq=1,
+                             dev_fraction=0.25, vocab_dir=tmp_path, **options)
+
+
+def test_sentiment_splits_report_and_batches(tmp_path):
+  data = _imdb(tmp_path)
+  # 40 kept train reviews: 10 (5 per label) become dev, 30 stay train.
+  assert [data.num_examples(s) for s in ("train", "dev", "test")] == [30, 10, 13]
+  assert data.report["train"]["skipped_empty"] == 1 and data.report["train"]["records"] == 31
+  assert data.report["test"]["all_unknown"] == {"tokens": 1}
+  assert data.splits["dev"].scalars["label"].tolist().count(1) == 5
+  # Every review with more than 9 tokens is cut (words, "<br />" gone, "!" at the end).
+  lengths = data.splits["test"].sequences["tokens"].lengths
+  assert lengths.max() == 9 and data.report["test"]["truncated"]["tokens"] > 0
+  batch = next(iter(data.eval_batches("test", batch_size=5)))
+  assert set(batch) == {"tokens", "lengths", "label", "index", "weight"}
+  assert batch["tokens"].dtype == np.int32 and batch["tokens"].shape[0] == 5
+  assert "imdb: vocab built and saved" in data.summary()
+
+
+def test_sentiment_encoding_is_exact():
+  data = _imdb()
+  test = data.splits["test"]
+  assert test.sequences["tokens"][5].tolist() == [UNK_ID, UNK_ID]
+  assert data.vocab.decode(test.sequences["tokens"][2]) == ["<unk>", "<unk>", "!"]
+  first = _reviews(13, 1)[0]["text"].decode().replace("<br />", " ").lower().split()
+  tokens = first[:-1] + [first[-1][:-1], "!"]
+  assert data.vocab.decode(test.sequences["tokens"][0]) == tokens[:9]
+
+
+def test_dev_split_is_deterministic_and_vocab_reloads_identically(tmp_path):
+  first = _imdb(tmp_path)
+  second = _imdb(tmp_path)
+  assert second.report["vocab"]["vocab"].startswith("loaded from")
+  assert second.vocab == first.vocab
+  for split in ("train", "dev", "test"):
+    a, b = first.splits[split], second.splits[split]
+    np.testing.assert_array_equal(a.sequences["tokens"].flat, b.sequences["tokens"].flat)
+    np.testing.assert_array_equal(a.scalars["label"], b.scalars["label"])
+  # Other options make the stored vocabulary stale: it is rebuilt, and says why.
+  third = tasks.SentimentData(_reviews(41, 0), _reviews(13, 1), max_len=9, boundaries=(3, 6, 9),
+                              min_freq=2, dev_fraction=0.25, vocab_dir=tmp_path)
+  assert "rebuilt" in third.report["vocab"]["vocab"]
+  assert "min_freq" in third.report["vocab"]["vocab"]
+  assert Vocab.load(tmp_path / "imdb_vocab.json") == third.vocab
+
+
+def test_corrupt_vocab_file_names_the_path(tmp_path):
+  (tmp_path / "imdb_vocab.json").write_text("{not json", encoding="utf-8")
+  with pytest.raises(ValueError, match="imdb_vocab.json is corrupt"):
+    _imdb(tmp_path)
+
+
+def test_sentiment_train_iterator_resumes():
+  data = _imdb()
+  it = data.train_batches(batch_size=4, seed=7)
+  for _ in range(9):  # past the first epoch of 7 batches
+    next(it)
+  state = json.loads(json.dumps(it.get_state()))
+  want = [next(it) for _ in range(3)]
+  again = data.train_batches(batch_size=4, seed=0)
+  again.set_state(state)
+  for expected in want:
+    got = next(again)
+    for key in expected:
+      np.testing.assert_array_equal(got[key], expected[key])
+
+
+def test_sentiment_bad_records():
+  with pytest.raises(ValueError, match="labels must be 0 or 1"):
+    tasks.SentimentData(_reviews(7, 0, label_of=lambda i: -1), _reviews(3, 1), min_freq=1)
+  with pytest.raises(ValueError, match="has no field 'text'"):
+    tasks.SentimentData([{"review": "x", "label": 0}], _reviews(3, 1))
+  with pytest.raises(ValueError, match="unknown split 'validation'"):
+    _imdb().eval_batches("validation", 4)
+
+
+FRA = [("Go.", "Va !"), ("Run!", "Cours\u202f!"), ("Who?", "Qui ?"), ("I see.", "Je vois."),
+       ("Wait for me, Tom.", "Attends-moi, Tom."), ("", "Vide."),
+       ("It is a very long English sentence indeed.", "C'est une très longue phrase."),
+       ("I see Tom.", "Je vois Tom."), ("Go home.", "Rentre."), ("Tom runs.", "Tom court.")]
+
+
+def _translation(**options):
+  records = [{"en": en, "fr": fr} for en, fr in FRA]
+  return tasks.TranslationData({"train": records[:8], "dev": records[8:]}, max_src_len=6,
+                               max_tgt_len=5, boundaries={"src": (3, 6), "tgt": (3, 5)},
+                               min_freq=1, **options)
+
+
+def test_translation_ids_are_exact():
+  data = _translation()
+  assert data.report["train"]["skipped_empty"] == 1
+  assert data.report["train"]["truncated"] == {"src": 2, "tgt": 1}
+  train = data.splits["train"]
+  src, tgt_in, tgt_out = (train.sequences[k] for k in ("src", "tgt_in", "tgt_out"))
+  # "Go." -> go . <eos>; "Va !" -> <bos> va ! and va ! <eos>.
+  assert data.src_vocab.decode(src[0], strip_special=False) == ["go", ".", "<eos>"]
+  assert data.tgt_vocab.decode(tgt_in[0], strip_special=False) == ["<bos>", "va", "!"]
+  assert data.tgt_vocab.decode(tgt_out[0], strip_special=False) == ["va", "!", "<eos>"]
+  assert tgt_in[1][0] == BOS_ID and tgt_out[1][-1] == EOS_ID
+  # Truncation keeps the first max - 1 tokens, then adds eos / bos.
+  long = 5  # the long sentence, after the empty pair was skipped
+  assert data.src_vocab.decode(src[long], strip_special=False) == [
+      "it", "is", "a", "very", "long", "<eos>"]
+  assert data.tgt_vocab.decode(tgt_out[long]) == ["c'est", "une", "très", "longue"]
+  assert data.references("dev") == ["rentre.", "tom court."]
+  with pytest.raises(ValueError, match="no reference texts"):
+    data.references("train")
+
+
+def test_translation_batches_and_text():
+  data = _translation()
+  batches = list(data.eval_batches("dev", batch_size=3))
+  assert len(batches) == 1
+  (batch,) = batches
+  assert set(batch) == {"src", "src_len", "tgt_in", "tgt_out", "tgt_len", "index", "weight"}
+  assert batch["weight"].tolist() == [1, 1, 0]
+  assert batch["src"].shape == (3, 6) and batch["tgt_in"].shape == (3, 5)
+  i = int(np.flatnonzero(batch["index"] == 1)[0])
+  assert data.target_text(batch["tgt_out"][i]) == "tom <unk>."
+  assert data.source_text(batch["src"][i]) == "tom <unk>."
+  assert batch["tgt_len"][i] == 4 and batch["src_len"][i] == 4  # three tokens + eos / bos
+  rev = _translation(reverse=True)
+  assert rev.src_vocab.decode(rev.splits["train"].sequences["src"][0]) == ["va", "!"]
+
+
+def test_couplets_shared_vocab_and_unequal_pairs():
+  upper = ["晚 风 摇 树", "丹 枫 江 冷", "闲 来", "一 二 三", "春 风", "  "]
+  lower = ["晨 露 润 花", "白 露 山 寒", "静 坐", "四 五", "秋 雨", "春"]
+  records = [{"upper": u, "lower": l} for u, l in zip(upper, lower)]
+  data = tasks.CoupletData({"train": records, "test": records[:2]}, max_src_len=4, max_tgt_len=5,
+                           min_freq=1)
+  assert data.src_vocab is data.tgt_vocab
+  report = data.report["train"]
+  assert (report["skipped_empty"], report["skipped_unequal"], report["kept"]) == (1, 1, 4)
+  assert report["truncated"] == {"src": 2, "tgt": 0}
+  batch = next(iter(data.eval_batches("test", batch_size=2)))
+  order = np.argsort(batch["index"])
+  assert data.target_text(batch["tgt_out"][order[0]]) == "晨露润花"
+  assert data.references("test") == ["晨露润花", "白露山寒"]
+  assert batch["tgt_len"][order].tolist() == [5, 5] and batch["src_len"][order].tolist() == [4, 4]
