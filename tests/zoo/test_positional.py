@@ -48,6 +48,8 @@ def test_sinusoidal_encoding_traced_offset_and_bad_arguments():
   full = zoo.sinusoidal_encoding(L, D)
   for t in range(3):
     np.testing.assert_allclose(step(jnp.int32(t))[0], full[t], atol=1e-6)
+  mapped = jax.vmap(lambda t: zoo.sinusoidal_encoding(2, D, offset=t))(jnp.arange(3))  # (3, 2, D)
+  np.testing.assert_allclose(mapped[:, 1], full[1:4], atol=1e-6)
   with pytest.raises(ValueError, match="dim: expected a positive int, got 0"):
     zoo.sinusoidal_encoding(3, 0)
   with pytest.raises(ValueError, match="length: expected a non-negative int, got 2.5"):
