@@ -24,7 +24,8 @@ def _describe(x) -> str:
 def rank(x, expected: int | Sequence[int], name: str) -> None:
   """Raises ValueError unless `x` has (one of) the `expected` rank(s)."""
   try:
-    chex.assert_rank(x, expected)
+    # chex reads a tuple as one rank per input; a set means "any of these ranks".
+    chex.assert_rank(x, expected if isinstance(expected, int) else set(expected))
   except AssertionError:
     want = expected if isinstance(expected, int) else " or ".join(map(str, expected))
     raise ValueError(f"{name}: expected an array of rank {want}, got {_describe(x)}") from None
