@@ -301,7 +301,8 @@ class Seq2SeqData(TaskData):
     max_src_len, max_tgt_len: the largest 'src' and 'tgt_in' widths, eos/bos included: longer texts
       keep their first max - 1 tokens (counted).
     boundaries: bucket widths, one sequence for both sides or a mapping {'src': ..., 'tgt': ...}
-      (ascending, ending at the maximum lengths); default four steps up to each maximum.
+      (ascending, ending at the maximum lengths); default: the task's `default_boundaries` when
+      they end at the maximum lengths, else four equal steps up to each maximum.
     min_freq, max_size: vocabulary options (see Vocab.build), built from 'train' only.
     vocab_dir: where the vocabulary files live; None: not saved.
   """
@@ -312,6 +313,7 @@ class Seq2SeqData(TaskData):
   tokenize: Callable[[Any], list[str]]
   detokenize: Callable[[Sequence[str]], str]
   shared_vocab = False
+  default_boundaries: tuple[int, ...] = ()
   length_keys = {"src": "src_len", "tgt_in": "tgt_len", "tgt_out": None}
 
   def __init__(self, splits: Mapping[str, Records], *, max_src_len: int, max_tgt_len: int,
@@ -327,8 +329,13 @@ class Seq2SeqData(TaskData):
         raise ValueError(f"{name} must be >= 2 (one token and eos/bos), got {value}")
     if not isinstance(boundaries, Mapping):
       boundaries = {"src": boundaries, "tgt": boundaries}
-    src_b = tuple(boundaries.get("src") or _default_boundaries(max_src_len))
-    tgt_b = tuple(boundaries.get("tgt") or _default_boundaries(max_tgt_len))
+
+    def default(max_len):
+      if self.default_boundaries and self.default_boundaries[-1] == max_len:
+        return self.default_boundaries
+      return _default_boundaries(max_len)
+    src_b = tuple(boundaries.get("src") or default(max_src_len))
+    tgt_b = tuple(boundaries.get("tgt") or default(max_tgt_len))
     if src_b[-1] != max_src_len or tgt_b[-1] != max_tgt_len:
       raise ValueError(f"boundaries must end at the maximum lengths ({max_src_len}, "
                        f"{max_tgt_len}), got src {src_b} and tgt {tgt_b}")
@@ -401,10 +408,12 @@ class TranslationData(Seq2SeqData):
   """English -> French (d2l's fra-eng preprocessing); separate source and target vocabularies.
 
   `reverse=True` translates French -> English. Defaults: max lengths 24 (eos/bos included; about
-  99.9% of the pairs fit), min_freq 2 (as d2l). See Seq2SeqData for the arguments.
+  99.9% of the pairs fit), buckets (8, 12, 16, 24) (half the sentences have at most 7 tokens),
+  min_freq 2 (as d2l). See Seq2SeqData for the arguments.
   """
 
   task = "fra_eng"
+  default_boundaries = (8, 12, 16, 24)
   tokenize = staticmethod(text_lib.fra_eng_tokenize)
   detokenize = staticmethod(text_lib.fra_eng_detokenize)
 
@@ -426,10 +435,12 @@ class CoupletData(Seq2SeqData):
   """Chinese couplets, upper line -> lower line, character tokens, one shared vocabulary.
 
   Pairs whose lines differ in length are left out and counted ('skipped_unequal'). Defaults: max
-  lengths 33 (the longest line has 32 characters, plus eos/bos), min_freq 2.
+  lengths 33 (the longest line has 32 characters, plus eos/bos), buckets (8, 12, 18, 33) (median
+  7 characters, 90% at most 17), min_freq 2.
   """
 
   task = "couplet"
+  default_boundaries = (8, 12, 18, 33)
   src_field, tgt_field = "upper", "lower"
   tokenize = staticmethod(text_lib.couplet_tokenize)
   detokenize = staticmethod(text_lib.couplet_detokenize)

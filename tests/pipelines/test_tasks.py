@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from pipelines import tasks
+from pipelines import tasks, text
 from pipelines.vocab import BOS_ID, EOS_ID, UNK_ID, Vocab
 
 WORDS = "good bad film plot actor great awful fine dull moving".split()
@@ -17,6 +17,14 @@ def _reviews(n, seed, label_of=lambda i: i % 2):
     out.append({"text": ("<br />".join(words) + "!").encode(), "label": label_of(i),
                 "rating": 1})
   return out
+
+
+def _assert_next_batches(iterator, expected_batches):
+  for expected in expected_batches:
+    got = next(iterator)
+    assert got.keys() == expected.keys()
+    for key in expected:
+      np.testing.assert_array_equal(got[key], expected[key])
 
 
 def _imdb(tmp_path=None, **options):
@@ -87,10 +95,7 @@ def test_sentiment_train_iterator_resumes():
   want = [next(it) for _ in range(3)]
   again = data.train_batches(batch_size=4, seed=0)
   again.set_state(state)
-  for expected in want:
-    got = next(again)
-    for key in expected:
-      np.testing.assert_array_equal(got[key], expected[key])
+  _assert_next_batches(again, want)
 
 
 def test_sentiment_bad_records():
@@ -167,3 +172,76 @@ def test_couplets_shared_vocab_and_unequal_pairs():
   assert data.target_text(batch["tgt_out"][order[0]]) == "晨露润花"
   assert data.references("test") == ["晨露润花", "白露山寒"]
   assert batch["tgt_len"][order].tolist() == [5, 5] and batch["src_len"][order].tolist() == [4, 4]
+
+
+# ---- the shipped samples, prepared once per module in a temporary data_dir
+
+@pytest.fixture(scope="module")
+def sample_dir(tmp_path_factory):
+  return tmp_path_factory.mktemp("zoo_data")
+
+
+@pytest.fixture(scope="module")
+def imdb_sample(sample_dir):
+  return tasks.SentimentData.load(data_dir=sample_dir)
+
+
+@pytest.fixture(scope="module")
+def fra_eng_sample(sample_dir):
+  return tasks.TranslationData.load(data_dir=sample_dir)
+
+
+@pytest.fixture(scope="module")
+def couplet_sample(sample_dir):
+  return tasks.CoupletData.load(data_dir=sample_dir)
+
+
+def test_sample_imdb_epoch_has_four_shapes_and_reloads_its_vocab(imdb_sample, sample_dir):
+  data = imdb_sample
+  assert data.report["dev"]["kept"] == round(0.1 * (data.report["dev"]["kept"]
+                                                     + data.report["train"]["kept"]))
+  it = data.train_batches(batch_size=45, seed=0)
+  shapes, seen = set(), []
+  for _ in range(it.batches_per_epoch):
+    batch = next(it)
+    shapes.add(batch["tokens"].shape)
+    seen += batch["index"].tolist()
+  assert shapes == {(45, 64), (45, 128), (45, 192), (45, 256)}
+  assert len(seen) == len(set(seen)) == data.num_examples("train") // 45 * 45
+  again = tasks.SentimentData.load(data_dir=sample_dir)
+  assert again.report["vocab"]["vocab"].startswith("loaded from")
+  assert again.vocab == data.vocab
+  np.testing.assert_array_equal(again.splits["test"].sequences["tokens"].flat,
+                                data.splits["test"].sequences["tokens"].flat)
+
+
+def test_sample_fra_eng_resumes_across_an_epoch_boundary(fra_eng_sample):
+  data = fra_eng_sample
+  it = data.train_batches(batch_size=250, seed=3)
+  for _ in range(it.batches_per_epoch - 2):
+    next(it)
+  state = json.loads(json.dumps(it.get_state()))
+  want = [next(it) for _ in range(4)]
+  assert it.epoch == 1
+  resumed = data.train_batches(batch_size=250, seed=3)
+  resumed.set_state(state)
+  _assert_next_batches(resumed, want)
+  # The d2l preprocessing on real text: no no-break spaces survive, punctuation stands alone.
+  for tokens in map(text.fra_eng_tokenize, data.references("dev")):
+    assert not any("\u202f" in t or "\xa0" in t for t in tokens)
+    assert all(t in ",.!?" or t[-1] not in ",.!?" for t in tokens)
+
+
+def test_sample_couplet_eval_over_three_processes_covers_everything_once(couplet_sample):
+  data = couplet_sample
+  n = data.num_examples("test")
+  real = []
+  for p in range(3):
+    for batch in data.eval_batches("test", batch_size=33, process_index=p, process_count=3):
+      assert batch["src"].shape[0] == 11
+      assert np.array_equal(batch["src_len"], batch["tgt_len"])  # equal-length couplet lines
+      real += batch["index"][batch["weight"] == 1].tolist()
+  assert sorted(real) == list(range(n))
+  refs = data.references("test")
+  assert all(len(ref) + 1 == length for ref, length in zip(
+      refs, data.splits["test"].sequences["tgt_out"].lengths))
