@@ -4,11 +4,11 @@ The loader is a lean numpy one of our own, not grain. After tokenization every d
 fits in memory as a few flat int32 arrays (full IMDB train: 25,000 reviews, 4.8 M ids at max
 length 256), so a batch is one fancy-indexing gather of b x L ids. benchmarks/bench_loader.py
 measures the choices on the full IMDB train split (numbers in docs/BENCHMARKS.md, "Data loading"):
-this loader serves bucketed batches about 3x faster than grain's MapDataset serving the very same
-batch plan (grain's per-element machinery costs more than the gather itself), about 15x faster
-than the idiomatic per-example grain pipeline (shuffle -> map(pad) -> batch, which also has no
-length bucketing), and over 100x faster than grain mapping the tokenizer over the tfds data
-source in every epoch. grain's worker processes cannot win that back on a 2-core machine, and
+this loader serves bucketed batches 2 to 3 times faster than grain's MapDataset serving the very
+same batch plan (grain's per-element machinery costs more than the gather itself), 15 to 25 times
+faster than the idiomatic per-example grain pipeline (shuffle -> map(pad) -> batch, which also has
+no length bucketing), and over 150 times faster than grain mapping the tokenizer over the tfds
+data source in every epoch. grain's worker processes cannot win that back on a 2-core machine, and
 resumable state and per-process slicing take a few lines here, because an epoch's whole plan is
 a pure function of (seed, epoch).
 
