@@ -32,3 +32,7 @@ from zoo.scoring import make_score
 from zoo.scoring import scaled_dot_score
 from zoo.self_attention import SelfAttention
 from zoo.self_attention import SimpleSelfAttention
+from zoo.search import Beams
+from zoo.search import Decoded
+from zoo.search import beam_search
+from zoo.search import greedy_search

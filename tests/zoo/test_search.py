@@ -1,0 +1,445 @@
+"""Greedy and beam search on small n-gram models whose every sequence can be enumerated exactly.
+
+The models are compiled into few programs: one trigram step function is shared by most tests, and
+the examples differ through a per-example bias that lives in the decoder state (not a recompile).
+"""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import zoo
+
+PAD, BOS, EOS = 0, 2, 3
+V = 5  # tokens 0..4; the models may emit any of them, pad and bos included
+B = 3
+MAX_LEN = 5  # max_len of most searches with the trigram model (each max_len compiles anew)
+
+
+def _log_softmax(x):
+  x = np.asarray(x, np.float64)
+  x = x - x.max()
+  return x - np.log(np.exp(x).sum())
+
+
+class Trigram:
+  """A trigram model with a position bias and a per-example bias, in JAX and in numpy.
+
+  The state holds the token before the previous one (per row: beam search must reorder it), the
+  position (rank 0, shared by all rows) and the bias of each example (per row: it must be tiled).
+  """
+
+  def __init__(self, seed=2, scale=1.5):
+    rng = np.random.default_rng(seed)
+    self.table = (scale * rng.standard_normal((V, V, V))).astype(np.float32)
+    self.pos_bias = rng.standard_normal((MAX_LEN, V)).astype(np.float32)
+    table, pos_bias = jnp.asarray(self.table), jnp.asarray(self.pos_bias)
+
+    def step(state, tokens):
+      logits = table[state["prev"], tokens] + pos_bias[state["pos"]] + state["row_bias"]
+      return logits, {"prev": tokens, "pos": state["pos"] + 1, "row_bias": state["row_bias"]}
+
+    self.step = step
+
+  @staticmethod
+  def row_bias(seed, eos_bias=0.0):
+    bias = np.random.default_rng(seed).standard_normal((B, V)).astype(np.float32)
+    bias[:, EOS] += eos_bias
+    return bias
+
+  @staticmethod
+  def init_state(row_bias):
+    return {"prev": jnp.full((B,), BOS, jnp.int32), "pos": jnp.int32(0),
+            "row_bias": jnp.asarray(row_bias)}
+
+  def log_probs_fn(self, row_bias, b):
+    """prefix -> float64 (V,), log p(next token | prefix) for example b."""
+
+    def log_probs(prefix):
+      history = (BOS, BOS) + tuple(prefix)
+      return _log_softmax(self.table[history[-2], history[-1]] + self.pos_bias[len(prefix)]
+                          + row_bias[b])
+
+    return log_probs
+
+
+MODEL = Trigram()
+
+
+def _greedy(step, state, max_len, exact_lens=None):
+  out = zoo.greedy_search(step, state, bos_id=BOS, eos_id=EOS, max_len=max_len,
+                          exact_lens=None if exact_lens is None else jnp.asarray(exact_lens))
+  return jax.device_get(out)
+
+
+def _beam(step, state, width, max_len, alpha=0.0, exact_lens=None):
+  out = zoo.beam_search(step, state, beam_size=width, bos_id=BOS, eos_id=EOS, max_len=max_len,
+                        length_penalty=alpha,
+                        exact_lens=None if exact_lens is None else jnp.asarray(exact_lens))
+  return jax.device_get(out)
+
+
+def _constrained(log_probs, position, exact_len):
+  if exact_len is None:
+    return log_probs
+  out = np.full_like(log_probs, -np.inf)
+  allowed = np.arange(V) == EOS if position >= exact_len else np.arange(V) != EOS
+  out[allowed] = log_probs[allowed]
+  return out
+
+
+def _penalty(length, alpha):
+  return ((5.0 + length) / 6.0) ** alpha
+
+
+def _enumerate(log_probs_fn, max_len, exact_len=None):
+  """Every hypothesis as (tokens before eos, log-probability); eos adds its log-probability."""
+  lengths = range(max_len + 1) if exact_len is None else [exact_len]
+  out = []
+  for length in lengths:
+    for seq in itertools.product([v for v in range(V) if v != EOS], repeat=length):
+      total = sum(log_probs_fn(seq[:i])[seq[i]] for i in range(length))
+      if length < max_len:
+        total += log_probs_fn(seq)[EOS]
+      out.append((seq, total))
+  return out
+
+
+def _greedy_reference(log_probs_fn, max_len, exact_len=None):
+  seq, total = (), 0.0
+  for t in range(max_len):
+    log_probs = log_probs_fn(seq)
+    token = int(np.argmax(_constrained(log_probs, t, exact_len)))
+    total += log_probs[token]
+    if token == EOS:
+      break
+    seq += (token,)
+  return seq, total
+
+
+def _beam_reference(log_probs_fn, width, max_len, alpha, exact_len=None):
+  """The documented algorithm, one hypothesis at a time, without early stopping.
+
+  Returns [(penalized score, tokens before eos)], best first (fewer than `width` when fewer
+  hypotheses exist).
+  """
+  alive, finished = [((), 0.0)], []
+  for t in range(max_len):
+    candidates = []
+    for seq, total in alive:
+      log_probs = _constrained(log_probs_fn(seq), t, exact_len)
+      candidates += [(total + log_probs[v], seq, v) for v in range(V) if log_probs[v] > -np.inf]
+    candidates.sort(key=lambda c: -c[0])
+    for total, seq, v in candidates[:width]:
+      if v == EOS or t == max_len - 1:
+        ended = seq if v == EOS else seq + (v,)
+        finished.append((total / _penalty(len(ended), alpha), ended))
+    finished = sorted(finished, key=lambda f: -f[0])[:width]
+    alive = [(seq + (v,), total) for total, seq, v in candidates if v != EOS][:width]
+  return finished
+
+
+def _row(tokens, length):
+  """The tokens of one output before eos, after checking the eos/pad layout."""
+  tokens = np.asarray(tokens)
+  assert EOS not in tokens[:length]
+  if length < len(tokens):
+    assert tokens[length] == EOS
+    np.testing.assert_array_equal(tokens[length + 1:], PAD)
+  return tuple(int(x) for x in tokens[:length])
+
+
+def _assert_beams_equal(beams, b, expected):
+  """Row b of `beams` holds the hypotheses `expected` [(score, tokens)] best first, then -inf."""
+  count = len(expected)
+  got = [_row(beams.tokens[b, i], beams.lengths[b, i]) for i in range(count)]
+  assert got == [seq for _, seq in expected]
+  np.testing.assert_array_equal(beams.lengths[b, :count], [len(seq) for _, seq in expected])
+  np.testing.assert_allclose(beams.scores[b, :count], [score for score, _ in expected], rtol=1e-5)
+  assert np.all(beams.scores[b, count:] == -np.inf)
+
+
+def test_greedy_follows_argmax_and_pads_after_eos():
+  row_bias = Trigram.row_bias(0, eos_bias=1.5)
+  out = _greedy(MODEL.step, Trigram.init_state(row_bias), MAX_LEN)
+  assert out.tokens.shape == (B, MAX_LEN) and out.tokens.dtype == np.int32
+  assert out.lengths.shape == (B,) and out.lengths.dtype == np.int32
+  assert out.scores.shape == (B,) and out.scores.dtype == np.float32
+  for b in range(B):
+    seq, total = _greedy_reference(MODEL.log_probs_fn(row_bias, b), MAX_LEN)
+    assert _row(out.tokens[b], out.lengths[b]) == seq
+    np.testing.assert_allclose(out.scores[b], total, rtol=1e-5)
+  assert (out.lengths < MAX_LEN).sum() >= 2  # the eos layout was exercised
+
+
+# A Markov chain (the next token depends on the previous one only) where greedy search takes the
+# likelier first token but the best sequence starts with the other one.
+CHAIN_PROBS = np.array([
+    # to: pad   1    bos   eos   4
+    [0.10, 0.30, 0.10, 0.40, 0.10],  # from pad
+    [0.05, 0.25, 0.05, 0.35, 0.30],  # from 1: nothing is likely next, eos a little more
+    [0.02, 0.48, 0.02, 0.08, 0.40],  # from bos: 1 is likelier than 4 ...
+    [0.20, 0.20, 0.20, 0.20, 0.20],  # from eos (never used)
+    [0.02, 0.03, 0.02, 0.90, 0.03],  # from 4: ... but 4 is almost surely followed by eos
+])
+
+
+def _chain_step(state, tokens):
+  return jnp.log(jnp.asarray(CHAIN_PROBS, jnp.float32))[tokens], state
+
+
+def test_beam_finds_the_best_sequence_that_greedy_misses():
+  max_len, state = 4, {"unused": jnp.zeros((B, 2))}
+  log_probs_fn = lambda prefix: np.log(CHAIN_PROBS[((BOS,) + tuple(prefix))[-1]])
+  everything = dict(_enumerate(log_probs_fn, max_len))
+  best_seq = max(everything, key=everything.get)
+  assert best_seq == (4,)
+  np.testing.assert_allclose(everything[best_seq], np.log(0.40 * 0.90))
+
+  greedy = _greedy(_chain_step, state, max_len)
+  assert _row(greedy.tokens[0], greedy.lengths[0]) == (1,)
+  np.testing.assert_allclose(greedy.scores, np.log(0.48 * 0.35), rtol=1e-6)
+
+  beams = _beam(_chain_step, state, 2, max_len)
+  assert beams.tokens.shape == (B, 2, max_len) and beams.lengths.shape == (B, 2)
+  for b in range(B):
+    assert _row(beams.tokens[b, 0], beams.lengths[b, 0]) == best_seq
+    second = _row(beams.tokens[b, 1], beams.lengths[b, 1])
+    np.testing.assert_allclose(beams.scores[b], [everything[best_seq], everything[second]],
+                               rtol=1e-6)
+
+
+def test_exhaustive_beam_is_the_exact_ranking_and_length_penalty_reorders_it():
+  # At most 5 * 4**2 = 80 candidates per step, so beam 80 prunes nothing: it must return the top
+  # 80 of all 1 + 4 + 16 + 64 = 85 hypotheses, exactly ranked.
+  max_len, width, row_bias = 3, 80, Trigram.row_bias(3, eos_bias=1.0)
+  winners = {}
+  for alpha in (0.0, 1.5):  # a traced argument: one compilation
+    beams = _beam(MODEL.step, Trigram.init_state(row_bias), width, max_len, alpha)
+    for b in range(B):
+      hypotheses = _enumerate(MODEL.log_probs_fn(row_bias, b), max_len)
+      ranked = sorted(((total / _penalty(len(seq), alpha), seq) for seq, total in hypotheses),
+                      reverse=True)[:width]
+      assert -np.diff([score for score, _ in ranked]).min() > 1e-5  # no near-ties
+      _assert_beams_equal(beams, b, ranked)
+      winners[alpha, b] = ranked[0][1]
+  # The penalty favours longer hypotheses: it changes the winner of some example to a longer one.
+  changed = [b for b in range(B) if winners[0.0, b] != winners[1.5, b]]
+  assert changed and all(len(winners[1.5, b]) > len(winners[0.0, b]) for b in changed)
+
+
+@pytest.mark.parametrize("exact_lens", [None, [2, 5, 1]])
+def test_pruned_beam_matches_the_reference_algorithm(exact_lens):
+  max_len, width, alpha, row_bias = MAX_LEN, 3, 0.6, Trigram.row_bias(5, eos_bias=1.0)
+  beams = _beam(MODEL.step, Trigram.init_state(row_bias), width, max_len, alpha, exact_lens)
+  for b in range(B):
+    expected = _beam_reference(MODEL.log_probs_fn(row_bias, b), width, max_len, alpha,
+                               None if exact_lens is None else exact_lens[b])
+    assert len(expected) == width
+    _assert_beams_equal(beams, b, expected)
+
+
+@pytest.mark.parametrize("eos_bias", [-3.0, 0.0, 3.0])
+def test_beam_size_one_equals_greedy(eos_bias):
+  state = Trigram.init_state(Trigram.row_bias(11, eos_bias))
+  for exact_lens in (None, [3, 5, 1]):
+    greedy = _greedy(MODEL.step, state, MAX_LEN, exact_lens)
+    beams = _beam(MODEL.step, state, 1, MAX_LEN, exact_lens=exact_lens)
+    np.testing.assert_array_equal(beams.tokens[:, 0], greedy.tokens)
+    np.testing.assert_array_equal(beams.lengths[:, 0], greedy.lengths)
+    np.testing.assert_array_equal(beams.scores[:, 0], greedy.scores)
+
+
+@pytest.mark.parametrize("eos_bias", [-6.0, 6.0])  # the free model ends too late / too early
+def test_exact_lens_gives_exactly_those_lengths(eos_bias):
+  max_len, width, row_bias = MAX_LEN, 3, Trigram.row_bias(7, eos_bias)
+  state = Trigram.init_state(row_bias)
+  exact_lens = np.array([3, 0, 5], np.int32)
+  free = _greedy(MODEL.step, state, max_len)
+  assert (free.lengths != exact_lens).sum() >= 2  # the constraint has work to do
+
+  greedy = _greedy(MODEL.step, state, max_len, exact_lens)
+  beams = _beam(MODEL.step, state, width, max_len, exact_lens=exact_lens)
+  np.testing.assert_array_equal(greedy.lengths, exact_lens)
+  for b in range(B):
+    log_probs_fn = MODEL.log_probs_fn(row_bias, b)
+    seq, total = _greedy_reference(log_probs_fn, max_len, exact_lens[b])
+    assert _row(greedy.tokens[b], exact_lens[b]) == seq
+    np.testing.assert_allclose(greedy.scores[b], total, rtol=1e-5)
+    # Length 0 has a single hypothesis; the other slots of that example stay empty (-inf).
+    expected = _beam_reference(log_probs_fn, width, max_len, 0.0, exact_lens[b])
+    assert len(expected) == (1 if exact_lens[b] == 0 else width)
+    assert all(len(seq) == exact_lens[b] for _, seq in expected)
+    _assert_beams_equal(beams, b, expected)
+    # The scores are those of the unconstrained model, checked against brute force.
+    everything = dict(_enumerate(log_probs_fn, max_len, exact_lens[b]))
+    np.testing.assert_allclose([everything[seq] for _, seq in expected],
+                               [score for score, _ in expected], rtol=1e-12)
+
+
+def test_state_reordering_follows_the_beams():
+  # The logits depend only on a hash of the whole history of each row, kept in the state: if the
+  # state of one beam were handed to another (or to another example) the results would change.
+  max_len, width, alpha, modulus = 6, 3, 0.3, 97
+  table = (2.0 * np.random.default_rng(17).standard_normal((modulus, V))).astype(np.float32)
+  start = np.array([0, 1, 2], np.int32)
+
+  def step(state, tokens):
+    history = (7 * state["history"] + tokens) % modulus
+    return jnp.asarray(table)[history], {"history": history}
+
+  def log_probs_fn(b):
+    def log_probs(prefix):
+      history = start[b]
+      for token in (BOS,) + tuple(prefix):
+        history = (7 * history + token) % modulus
+      return _log_softmax(table[history])
+    return log_probs
+
+  beams = _beam(step, {"history": jnp.asarray(start)}, width, max_len, alpha)
+  for b in range(B):
+    _assert_beams_equal(beams, b, _beam_reference(log_probs_fn(b), width, max_len, alpha))
+
+
+def _chain(probs, dtype=jnp.float32):
+  """A Markov chain step whose state is untouched: logits = log probs[previous token]."""
+  log_probs = jnp.log(jnp.asarray(probs, jnp.float32)).astype(dtype)
+  return lambda state, tokens: (log_probs[tokens], state)
+
+
+def test_length_penalty_lets_a_longer_hypothesis_replace_a_finished_one():
+  # Step 0 finishes [] (p = 0.6) and keeps [1] (p = 0.38) alive; 1 -> 4 -> 0 -> eos is almost sure.
+  # Without a penalty [] wins and the search stops at once. With alpha = 2, [1, 4, 0] wins, although
+  # [] already beats [1] divided by lp(1): only lp(max_len) bounds what [1] can still become.
+  probs = np.full((V, V), 0.01)
+  probs[BOS, [EOS, 1]] = 0.6, 0.38
+  probs[1, 4] = probs[4, 0] = probs[0, EOS] = 0.97
+  probs /= probs.sum(axis=1, keepdims=True)
+  step, state, max_len, alpha = _chain(probs), {"unused": jnp.zeros((B,))}, 6, 2.0
+  plain = _beam(step, state, 1, max_len, alpha=0.0)
+  penalized = _beam(step, state, 1, max_len, alpha=alpha)
+  empty = np.log(probs[BOS, EOS]) / _penalty(0, alpha)
+  longer = np.log(probs[BOS, 1] * probs[1, 4] * probs[4, 0] * probs[0, EOS]) / _penalty(3, alpha)
+  assert longer > empty > np.log(probs[BOS, 1]) / _penalty(1, alpha)
+  for b in range(B):
+    assert _row(plain.tokens[b, 0], plain.lengths[b, 0]) == ()
+    np.testing.assert_allclose(plain.scores[b, 0], np.log(probs[BOS, EOS]), rtol=1e-6)
+    assert _row(penalized.tokens[b, 0], penalized.lengths[b, 0]) == (1, 4, 0)
+    np.testing.assert_allclose(penalized.scores[b, 0], longer, rtol=1e-6)
+
+
+def test_low_precision_logits_are_scored_in_float32():
+  step, max_len = _chain(CHAIN_PROBS, jnp.bfloat16), 4
+  out = _greedy(step, {"unused": jnp.zeros((B,))}, max_len)
+  rounded = np.log(CHAIN_PROBS).astype(jnp.bfloat16).astype(np.float64)
+  expected = _log_softmax(rounded[BOS])[1] + _log_softmax(rounded[1])[EOS]
+  assert out.scores.dtype == np.float32
+  np.testing.assert_allclose(out.scores, expected, rtol=1e-6)
+
+
+def test_no_retrace_for_repeated_calls_with_equal_shapes():
+  traces = []
+
+  def step(state, tokens):
+    traces.append(None)  # runs only while tracing
+    return MODEL.step(state, tokens)
+
+  for seed in range(3):
+    state = Trigram.init_state(Trigram.row_bias(seed))
+    _greedy(step, state, MAX_LEN)
+    _beam(step, state, 2, MAX_LEN, alpha=0.25 * seed, exact_lens=[seed, 1, 4])
+    if seed == 0:
+      traces_after_first_calls = len(traces)
+  assert len(traces) == traces_after_first_calls
+
+
+def test_search_inside_jit_with_step_closing_over_parameters():
+  traces = []
+
+  @jax.jit
+  def decode(table, pos_bias, state, exact_lens):
+    traces.append(None)
+
+    def step(state, tokens):
+      logits = table[state["prev"], tokens] + pos_bias[state["pos"]] + state["row_bias"]
+      return logits, {"prev": tokens, "pos": state["pos"] + 1, "row_bias": state["row_bias"]}
+
+    greedy = zoo.greedy_search(step, state, bos_id=BOS, eos_id=EOS, max_len=5)
+    beams = zoo.beam_search(step, state, beam_size=3, bos_id=BOS, eos_id=EOS, max_len=5,
+                            length_penalty=0.6, exact_lens=exact_lens)
+    return greedy, beams
+
+  for seed in (5, 6):
+    row_bias = Trigram.row_bias(seed, eos_bias=1.0)
+    state = Trigram.init_state(row_bias)
+    greedy, beams = jax.device_get(decode(MODEL.table, MODEL.pos_bias, state,
+                                          jnp.array([2, 5, 1], jnp.int32)))
+    expected_greedy = _greedy(MODEL.step, state, 5)
+    for got, want in zip(greedy, expected_greedy):
+      np.testing.assert_array_equal(got, want)
+    for b, exact_len in enumerate([2, 5, 1]):
+      expected = _beam_reference(MODEL.log_probs_fn(row_bias, b), 3, 5, 0.6, exact_len)
+      _assert_beams_equal(beams, b, expected)
+  assert len(traces) == 1
+
+
+def _bad_logits_step(state, tokens):
+  return jnp.zeros(tokens.shape), state
+
+
+def _growing_step(state, tokens):
+  return jnp.zeros(tokens.shape + (V,)), {"h": jnp.concatenate([state["h"], state["h"]], axis=1)}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"beam_size": 0}, "beam_size must be a positive Python int, got 0"),
+    ({"beam_size": 2.0}, "beam_size must be a positive Python int"),
+    ({"max_len": 0}, "max_len must be a positive Python int, got 0"),
+    ({"bos_id": -1}, "bos_id must be a non-negative"),
+    ({"eos_id": V}, r"eos_id = 5 is not a token of the vocabulary of size V = 5"),
+    ({"exact_lens": jnp.array([1, 6, 2])}, r"exact_lens must lie in \[0, 5\]"),
+    ({"exact_lens": jnp.array([1.0, 2.0, 3.0])}, "exact_lens: expected an integer array"),
+    ({"exact_lens": jnp.ones((B, 1), jnp.int32)}, "exact_lens: expected an array of rank 1"),
+    ({"exact_lens": jnp.ones((4,), jnp.int32)},
+     r"exact_lens with shape \(4,\) does not match the batch size B = 3"),
+    ({"init_state": {"h": jnp.zeros((B, 2)), "c": jnp.zeros((B + 1, 2))}},
+     r"init_state: every leaf must have the batch axis first.*\['c'\] has shape \(4, 2\)"),
+    ({"init_state": {"pos": jnp.int32(0)}}, "init_state: no leaf has a leading batch axis"),
+    ({"step_fn": "not a function"}, "step_fn must be callable"),
+    ({"step_fn": _bad_logits_step}, r"logits of shape \(N, V\) with N = 6 rows, got shape \(6,\)"),
+    ({"step_fn": _growing_step},
+     r"step_fn changed the state leaf state\['h'\] from shape \(6, 2\)"),
+    ({"length_penalty": float("inf")}, "length_penalty must be a finite number"),
+])
+def test_bad_arguments_raise_value_errors_naming_them(kwargs, message):
+  args = dict(step_fn=_chain(CHAIN_PROBS), init_state={"h": jnp.zeros((B, 2))}, beam_size=2,
+              bos_id=BOS, eos_id=EOS, max_len=5, exact_lens=None)
+  args.update(kwargs)
+  with pytest.raises(ValueError, match=message):
+    zoo.beam_search(**args)
+  if "beam_size" not in kwargs and "length_penalty" not in kwargs:
+    del args["beam_size"]
+    with pytest.raises(ValueError, match=message.replace("N = 6", "N = 3").replace(
+        r"\(6", r"\(3")):
+      zoo.greedy_search(**args)
+
+
+def test_the_loop_stops_when_every_row_is_finished():
+  calls = []
+
+  def step(state, tokens):
+    jax.debug.callback(lambda: calls.append(None))  # runs once per executed step
+    return _chain_step(state, tokens)
+
+  state, max_len = {"unused": jnp.zeros((B,))}, 9
+  greedy = _greedy(step, state, max_len)
+  np.testing.assert_array_equal(greedy.lengths, 1)  # every row: 1, eos
+  assert len(calls) == 2
+  calls.clear()
+  # Beam 2 after step 2: finished [4] (0.36) and [1] (0.168) beat the best alive [1, 4] (0.144).
+  beams = _beam(step, state, 2, max_len)
+  np.testing.assert_array_equal(beams.lengths, 1)
+  assert len(calls) == 2

@@ -1,0 +1,423 @@
+"""Greedy and beam search over any decoder that exposes a step function.
+
+The step interface (see also notes/INTERFACES.md):
+
+  step_fn(state, tokens) -> (logits, new_state)
+    tokens: int32 (N,), the previous output token of each of N rows (N = B for greedy search,
+      B * beam for beam search; bos_id on the first step).
+    logits: float (N, V), unnormalized scores of the next token.
+    state: any pytree. A leaf with a leading axis N belongs to the rows (it is tiled for the beams
+      and reordered to follow the surviving beams); a leaf of rank 0 (e.g. a key/value-cache
+      position) is shared by all rows and passed along untouched. `new_state` must have the same
+      structure, shapes and dtypes as `state`.
+
+A decoder built with Flax provides it by closing over its variables, e.g.
+`lambda s, t: model.apply(variables, s, t, method=Model.decode_step)`.
+
+Conventions shared by both searches:
+  * Output tokens exclude bos. A sequence ends at the first eos, which is written at position
+    `length` (when `length < max_len`); every position after it holds pad (0). `length` counts the
+    tokens before eos. A sequence that never emits eos stops after `max_len` tokens with
+    `length == max_len`.
+  * Scores are sums of log-probabilities (log_softmax of the logits, in float32) of the emitted
+    tokens, eos included when it was emitted. Constraints (`exact_lens`) only restrict which tokens
+    may be chosen; the scores stay those of the unconstrained model.
+  * `exact_lens` (B,) int (couplets): eos is forbidden before position exact_lens[b] and forced at
+    it, so every output has exactly exact_lens[b] tokens before eos (exact_lens[b] == max_len means
+    max_len tokens and no eos).
+
+Both functions compile with `jax.jit` (step_fn, bos_id, eos_id, max_len and beam_size are static)
+and run the time steps in a `lax.while_loop` that stops as soon as every row is finished. Repeated
+calls with the same `step_fn` object and equal shapes reuse the compiled program. To decode batches
+with new parameters without recompiling, call the search inside your own jitted function that
+takes the parameters as an argument and builds `step_fn` there:
+
+  @jax.jit
+  def translate(variables, src):
+    state = model.apply(variables, src, method=Model.init_decode_state)
+    step = lambda s, t: model.apply(variables, s, t, method=Model.decode_step)
+    return zoo.beam_search(step, state, beam_size=4, bos_id=2, eos_id=3, max_len=20)
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from zoo import _checks
+
+State = Any
+StepFn = Callable[[State, jax.Array], tuple[jax.Array, State]]
+
+# The score of an impossible hypothesis. These are ranking scores, never fed to a softmax: -inf
+# plus any log-probability stays -inf, so an impossible hypothesis can never outrank a real one
+# (a finite fill such as finfo.min would overflow to -inf anyway once a log-probability is added,
+# and then rank below the unextended fill).
+_IMPOSSIBLE = -jnp.inf
+
+
+class Decoded(NamedTuple):
+  """Result of `greedy_search`.
+
+  Attributes:
+    tokens: int32 (B, max_len), the generated tokens (bos excluded); eos at position `lengths[b]`
+      when it was emitted, pad (0) after it.
+    lengths: int32 (B,), the number of tokens before eos (max_len if no eos was emitted).
+    scores: float32 (B,), the sum of the log-probabilities of the emitted tokens, eos included.
+  """
+  tokens: jax.Array
+  lengths: jax.Array
+  scores: jax.Array
+
+
+class Beams(NamedTuple):
+  """Result of `beam_search`, hypotheses sorted best first along the beam axis.
+
+  Attributes:
+    tokens: int32 (B, beam, max_len), as in `Decoded.tokens`, for each hypothesis.
+    lengths: int32 (B, beam), the number of tokens before eos.
+    scores: float32 (B, beam), the ranking score: log_prob / ((5 + length) / 6) ** length_penalty,
+      where log_prob is the sum of the log-probabilities of the emitted tokens (eos included).
+      With length_penalty=0 this is log_prob itself. A score of -inf marks an empty slot (only
+      possible when fewer than `beam` hypotheses exist, e.g. with a tiny vocabulary).
+  """
+  tokens: jax.Array
+  lengths: jax.Array
+  scores: jax.Array
+
+
+def _length_normalizer(lengths: jax.Array, alpha: jax.Array) -> jax.Array:
+  """GNMT's length penalty lp(L) = ((5 + L) / 6) ** alpha (Wu et al., 2016), float32."""
+  return ((5.0 + jnp.asarray(lengths, jnp.float32)) / 6.0) ** alpha
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument checks (run in Python on shapes and, when concrete, on values).
+
+
+def _positive_int(value, name: str) -> None:
+  if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+    raise ValueError(f"{name} must be a positive Python int, got {value!r}")
+
+
+def _token_id(value, name: str) -> None:
+  if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+    raise ValueError(f"{name} must be a non-negative Python int (a token id), got {value!r}")
+
+
+def _batch_size(init_state, exact_lens) -> int:
+  """B, the leading axis shared by every non-scalar leaf of init_state (and exact_lens)."""
+  batched = [(jax.tree_util.keystr(path), np.shape(leaf))
+             for path, leaf in jax.tree_util.tree_leaves_with_path(init_state)
+             if np.ndim(leaf) >= 1]
+  if batched:
+    first_path, first_shape = batched[0]
+    batch = first_shape[0]
+    for path, shape in batched[1:]:
+      if shape[0] != batch:
+        raise ValueError(
+            f"init_state: every leaf must have the batch axis first or be a scalar (rank 0); "
+            f"leaf init_state{first_path} has shape {first_shape} (B = {batch}) but leaf "
+            f"init_state{path} has shape {shape}")
+  elif exact_lens is not None:
+    batch = np.shape(exact_lens)[0]
+  else:
+    raise ValueError("init_state: no leaf has a leading batch axis (all leaves are scalars or the "
+                     "state is empty), so the batch size is unknown; give exact_lens or add a "
+                     "per-row leaf")
+  if exact_lens is not None and np.shape(exact_lens)[0] != batch:
+    raise ValueError(f"exact_lens with shape {tuple(np.shape(exact_lens))} does not match the "
+                     f"batch size B = {batch} of init_state")
+  return batch
+
+
+def _check_common(step_fn, init_state, bos_id, eos_id, max_len, exact_lens) -> int:
+  if not callable(step_fn):
+    raise ValueError(f"step_fn must be callable as step_fn(state, tokens), got {step_fn!r}")
+  _token_id(bos_id, "bos_id")
+  _token_id(eos_id, "eos_id")
+  _positive_int(max_len, "max_len")
+  if exact_lens is not None:
+    _checks.integer(exact_lens, "exact_lens")
+    _checks.rank(exact_lens, 1, "exact_lens")
+    # Out-of-range values are only caught when concrete; under jit they act as if clipped.
+    _checks.lengths_in_range(exact_lens, "exact_lens", max_len)
+  return _batch_size(init_state, exact_lens)
+
+
+def _check_step_output(step_fn, state, rows: int, eos_id: int) -> int:
+  """Traces step_fn once on shapes only; returns V. Runs at trace time, inside the jitted search."""
+  tokens = jax.ShapeDtypeStruct((rows,), jnp.int32)
+  logits, new_state = jax.eval_shape(step_fn, state, tokens)
+  if len(logits.shape) != 2 or logits.shape[0] != rows:
+    raise ValueError(f"step_fn must return logits of shape (N, V) with N = {rows} rows, got shape "
+                     f"{logits.shape}")
+  if not jnp.issubdtype(logits.dtype, jnp.floating):
+    raise ValueError(f"step_fn must return floating-point logits, got dtype {logits.dtype}")
+  vocab = logits.shape[1]
+  if eos_id >= vocab:
+    raise ValueError(f"eos_id = {eos_id} is not a token of the vocabulary of size V = {vocab}")
+  old_def, new_def = jax.tree.structure(state), jax.tree.structure(new_state)
+  if old_def != new_def:
+    raise ValueError(f"step_fn must return a state with the structure of its input state; got "
+                     f"{new_def}, expected {old_def}")
+  old_leaves = jax.tree_util.tree_leaves_with_path(state)
+  for (path, old), new in zip(old_leaves, jax.tree.leaves(new_state)):
+    if old.shape != new.shape or old.dtype != new.dtype:
+      raise ValueError(
+          f"step_fn changed the state leaf state{jax.tree_util.keystr(path)} from shape "
+          f"{old.shape} and dtype {old.dtype} to shape {new.shape} and dtype {new.dtype}; the "
+          f"state must keep its shapes and dtypes from step to step")
+  return vocab
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared pieces of the two searches.
+
+
+def _as_state(init_state) -> State:
+  """Turns every leaf into a committed (not weakly typed) jax array, as while_loop carries want."""
+  return jax.tree.map(lambda x: jnp.asarray(x, dtype=jnp.result_type(x)), init_state)
+
+
+def _step_log_probs(step_fn, state, tokens):
+  """One decoder step: float32 log-probabilities (N, V) and the new state (dtypes kept)."""
+  logits, new_state = step_fn(state, tokens)
+  new_state = jax.tree.map(lambda new, old: new.astype(old.dtype), new_state, state)
+  return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1), new_state
+
+
+def _constrain(log_probs, t, eos_id: int, exact_lens):
+  """Forbids eos before position exact_lens and everything but eos at it.
+
+  Args:
+    log_probs: float32 (..., V).
+    t: int32 scalar, the position of the token being chosen.
+    eos_id: the end-of-sequence id.
+    exact_lens: None or int (...,), broadcastable to log_probs.shape[:-1].
+
+  Returns:
+    float32 (..., V): log_probs with the forbidden tokens set to -inf (unchanged if exact_lens is
+    None).
+  """
+  if exact_lens is None:
+    return log_probs
+  is_eos = jnp.arange(log_probs.shape[-1]) == eos_id  # (V,)
+  at_end = (t >= exact_lens)[..., None]  # (..., 1)
+  return jnp.where(is_eos == at_end, log_probs, _IMPOSSIBLE)
+
+
+def _write_column(tokens, t, column):
+  """tokens (..., T) with position t replaced by column (...,)."""
+  return jnp.where(jnp.arange(tokens.shape[-1]) == t, column[..., None], tokens)
+
+
+# ---------------------------------------------------------------------------------------------
+# Greedy search.
+
+
+@functools.partial(jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "max_len"))
+def _greedy(init_state, exact_lens, *, step_fn, bos_id, eos_id, max_len) -> Decoded:
+  state = _as_state(init_state)
+  batch = _batch_size(state, exact_lens)
+  _check_step_output(step_fn, state, batch, eos_id)
+  if exact_lens is not None:
+    exact_lens = exact_lens.astype(jnp.int32)
+
+  def body(carry):
+    t, state, prev, tokens, lengths, scores, finished = carry
+    log_probs, state = _step_log_probs(step_fn, state, prev)  # (B, V)
+    choice = jnp.argmax(_constrain(log_probs, t, eos_id, exact_lens), axis=-1)  # (B,)
+    choice_log_prob = jnp.take_along_axis(log_probs, choice[:, None], axis=-1)[:, 0]
+    token = jnp.where(finished, 0, choice).astype(jnp.int32)
+    tokens = _write_column(tokens, t, token)
+    scores = scores + jnp.where(finished, 0.0, choice_log_prob)
+    ends_now = ~finished & (choice == eos_id)
+    lengths = jnp.where(ends_now, t, lengths)
+    return t + 1, state, token, tokens, lengths, scores, finished | ends_now
+
+  def cond(carry):
+    t, finished = carry[0], carry[-1]
+    return (t < max_len) & ~jnp.all(finished)
+
+  carry = (jnp.int32(0), state, jnp.full((batch,), bos_id, jnp.int32),
+           jnp.zeros((batch, max_len), jnp.int32), jnp.full((batch,), max_len, jnp.int32),
+           jnp.zeros((batch,), jnp.float32), jnp.zeros((batch,), bool))
+  _, _, _, tokens, lengths, scores, _ = jax.lax.while_loop(cond, body, carry)
+  return Decoded(tokens, lengths, scores)
+
+
+def greedy_search(step_fn: StepFn, init_state: State, *, bos_id: int, eos_id: int, max_len: int,
+                  exact_lens: jax.Array | None = None) -> Decoded:
+  """Picks the most probable next token at every step, for a batch of B rows at once.
+
+  Args:
+    step_fn: `step_fn(state, tokens (B,)) -> (logits (B, V), state)`, see the module docstring.
+      Static: pass the same object to reuse the compiled search.
+    init_state: pytree whose leaves have leading axis B, or rank 0 (shared by all rows).
+    bos_id: the token fed on the first step.
+    eos_id: the end-of-sequence token.
+    max_len: T, the most tokens generated per row (eos included).
+    exact_lens: optional int (B,) in [0, max_len]: row b gets exactly exact_lens[b] tokens before
+      eos (eos forbidden before that position and forced at it).
+
+  Returns:
+    Decoded(tokens int32 (B, T), lengths int32 (B,), scores float32 (B,)); see `Decoded`.
+
+  Raises:
+    ValueError: on a bad id, max_len < 1, exact_lens of the wrong dtype, shape or range, state
+      leaves that disagree on the batch axis, or a step_fn whose logits are not (B, V) or which
+      changes the state's shapes.
+  """
+  _check_common(step_fn, init_state, bos_id, eos_id, max_len, exact_lens)
+  return _greedy(init_state, exact_lens, step_fn=step_fn, bos_id=bos_id, eos_id=eos_id,
+                 max_len=max_len)
+
+
+# ---------------------------------------------------------------------------------------------
+# Beam search.
+
+
+class _BeamCarry(NamedTuple):
+  t: jax.Array  # int32 (), the position being filled.
+  state: State  # leaves (B * W, ...) or rank 0.
+  last: jax.Array  # int32 (B * W,), the last token of each alive hypothesis.
+  alive_tokens: jax.Array  # int32 (B, W, T).
+  alive_scores: jax.Array  # float32 (B, W), summed log-probabilities (no length penalty).
+  fin_tokens: jax.Array  # int32 (B, W, T).
+  fin_lengths: jax.Array  # int32 (B, W).
+  fin_scores: jax.Array  # float32 (B, W), length-penalized, sorted best first.
+  done: jax.Array  # bool (B,), no alive hypothesis can still enter the finished list.
+
+
+def _gather_beams(x, beams):
+  """x (B, W, ...) reordered along the beam axis by beams int (B, W') -> (B, W', ...)."""
+  index = beams.reshape(beams.shape + (1,) * (x.ndim - 2))
+  return jnp.take_along_axis(x, index, axis=1)
+
+
+@functools.partial(jax.jit,
+                   static_argnames=("step_fn", "beam_size", "bos_id", "eos_id", "max_len"))
+def _beam(init_state, exact_lens, length_penalty, *, step_fn, beam_size, bos_id, eos_id,
+          max_len) -> Beams:
+  width, total = beam_size, max_len
+  batch = _batch_size(init_state, exact_lens)
+  rows = batch * width
+  # Row b * W + w of the tiled state is beam w of example b.
+  state = jax.tree.map(lambda x: x if x.ndim == 0 else jnp.repeat(x, width, axis=0),
+                       _as_state(init_state))
+  vocab = _check_step_output(step_fn, state, rows, eos_id)
+  if exact_lens is not None:
+    exact_lens = exact_lens.astype(jnp.int32)[:, None]  # (B, 1), broadcast over beams
+  alpha = jnp.asarray(length_penalty, jnp.float32)
+  is_eos = jnp.arange(vocab) == eos_id  # (V,)
+  row_offsets = (jnp.arange(batch) * width)[:, None]  # (B, 1)
+
+  def body(c: _BeamCarry) -> _BeamCarry:
+    log_probs, new_state = _step_log_probs(step_fn, c.state, c.last)  # (B * W, V)
+    log_probs = _constrain(log_probs.reshape(batch, width, vocab), c.t, eos_id, exact_lens)
+    candidates = c.alive_scores[..., None] + log_probs  # (B, W, V)
+
+    # The beam proper: the W best extensions of any kind. Those that end (eos, or the last
+    # position) compete for the finished list; with W = 1 this is exactly greedy search.
+    top_scores, top_index = jax.lax.top_k(candidates.reshape(batch, width * vocab), width)
+    top_beam, top_token = top_index // vocab, top_index % vocab  # (B, W) each
+    top_tokens = _write_column(_gather_beams(c.alive_tokens, top_beam), c.t, top_token)
+    top_ends_eos = top_token == eos_id
+    ends = top_ends_eos | (c.t == total - 1)
+    top_lengths = jnp.where(top_ends_eos, c.t, c.t + 1)
+    top_final = jnp.where(ends, top_scores / _length_normalizer(top_lengths, alpha), _IMPOSSIBLE)
+
+    # Merge with the finished list; the old entries come first so that ties keep them.
+    merged_scores = jnp.concatenate([c.fin_scores, top_final], axis=1)  # (B, 2W)
+    fin_scores, pick = jax.lax.top_k(merged_scores, width)  # (B, W)
+    fin_tokens = _gather_beams(jnp.concatenate([c.fin_tokens, top_tokens], axis=1), pick)
+    fin_lengths = _gather_beams(jnp.concatenate([c.fin_lengths, top_lengths], axis=1), pick)
+    keep = c.done[:, None]  # A finished row is frozen.
+    fin_scores = jnp.where(keep, c.fin_scores, fin_scores)
+    fin_tokens = jnp.where(keep[..., None], c.fin_tokens, fin_tokens)
+    fin_lengths = jnp.where(keep, c.fin_lengths, fin_lengths)
+
+    # The W best extensions that do not end with eos stay alive.
+    open_candidates = jnp.where(is_eos, _IMPOSSIBLE, candidates).reshape(batch, width * vocab)
+    alive_scores, alive_index = jax.lax.top_k(open_candidates, width)  # (B, W)
+    alive_beam, alive_token = alive_index // vocab, alive_index % vocab
+    alive_tokens = _write_column(_gather_beams(c.alive_tokens, alive_beam), c.t, alive_token)
+    source_rows = (row_offsets + alive_beam).reshape(rows)
+    state = jax.tree.map(lambda x: x if x.ndim == 0 else x[source_rows], new_state)
+
+    # Alive hypotheses only lose log-probability; they end with a length in [t + 1, T], so the
+    # largest length normalizer over that range bounds what they can still score.
+    normalizer = jnp.maximum(_length_normalizer(c.t + 1, alpha), _length_normalizer(total, alpha))
+    best_possible = alive_scores[:, 0] / normalizer  # (B,)
+    done = c.done | (fin_scores[:, -1] >= best_possible) | (c.t == total - 1)
+    return _BeamCarry(c.t + 1, state, alive_token.reshape(rows).astype(jnp.int32),
+                      alive_tokens, alive_scores, fin_tokens, fin_lengths, fin_scores, done)
+
+  def cond(c: _BeamCarry):
+    return (c.t < total) & ~jnp.all(c.done)
+
+  # Only beam 0 is alive at first, so the W copies of each example do not produce W duplicates.
+  first_alive = jnp.where(jnp.arange(width) == 0, 0.0, _IMPOSSIBLE)
+  carry = _BeamCarry(
+      t=jnp.int32(0), state=state, last=jnp.full((rows,), bos_id, jnp.int32),
+      alive_tokens=jnp.zeros((batch, width, total), jnp.int32),
+      alive_scores=jnp.broadcast_to(first_alive, (batch, width)).astype(jnp.float32),
+      fin_tokens=jnp.zeros((batch, width, total), jnp.int32),
+      fin_lengths=jnp.zeros((batch, width), jnp.int32),
+      fin_scores=jnp.full((batch, width), _IMPOSSIBLE, jnp.float32),
+      done=jnp.zeros((batch,), bool))
+  out = jax.lax.while_loop(cond, body, carry)
+  return Beams(out.fin_tokens, out.fin_lengths, out.fin_scores)
+
+
+def beam_search(step_fn: StepFn, init_state: State, *, beam_size: int, bos_id: int, eos_id: int,
+                max_len: int, length_penalty: float | jax.Array = 0.0,
+                exact_lens: jax.Array | None = None) -> Beams:
+  """Beam search for a batch of B rows at once, returning the `beam_size` best hypotheses.
+
+  At each step every alive hypothesis is extended by every token. The W = beam_size best
+  extensions by summed log-probability form the beam: those among them that end (with eos, or by
+  reaching max_len) enter the list of finished hypotheses, kept apart from the alive ones and
+  ranked by the length-penalized score
+
+    score = log_prob / ((5 + length) / 6) ** length_penalty      (GNMT, Wu et al. 2016)
+
+  where `length` counts the tokens before eos. The W best extensions that do not end with eos stay
+  alive (alive ones never displace finished ones). A row stops once no alive hypothesis can beat
+  its worst finished one; the loop stops when every row has. With beam_size = 1 and
+  length_penalty = 0 the result equals `greedy_search`.
+
+  Args:
+    step_fn: `step_fn(state, tokens (B * W,)) -> (logits (B * W, V), state)`, see the module
+      docstring. Static: pass the same object to reuse the compiled search.
+    init_state: pytree whose leaves have leading axis B (tiled here to B * W: row b * W + w is
+      beam w of example b) or rank 0 (shared by all rows).
+    beam_size: W >= 1.
+    bos_id: the token fed on the first step.
+    eos_id: the end-of-sequence token.
+    max_len: T, the most tokens generated per hypothesis (eos included).
+    length_penalty: alpha; 0 ranks by log-probability alone, alpha > 0 favours longer outputs.
+      May be a traced scalar (changing it does not recompile).
+    exact_lens: optional int (B,) in [0, max_len]: every hypothesis of row b gets exactly
+      exact_lens[b] tokens before eos.
+
+  Returns:
+    Beams(tokens int32 (B, W, T), lengths int32 (B, W), scores float32 (B, W)), best first; see
+    `Beams`.
+
+  Raises:
+    ValueError: as `greedy_search`, and for beam_size < 1 or a non-finite length_penalty.
+  """
+  _positive_int(beam_size, "beam_size")
+  _check_common(step_fn, init_state, bos_id, eos_id, max_len, exact_lens)
+  if _checks.is_concrete(length_penalty) and not np.all(np.isfinite(length_penalty)):
+    raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
+  _checks.rank(length_penalty, 0, "length_penalty")
+  return _beam(init_state, exact_lens, length_penalty, step_fn=step_fn, beam_size=beam_size,
+               bos_id=bos_id, eos_id=eos_id, max_len=max_len)
