@@ -36,3 +36,10 @@ from zoo.search import Beams
 from zoo.search import Decoded
 from zoo.search import beam_search
 from zoo.search import greedy_search
+from zoo.recurrent import LSTM
+from zoo.recurrent import LSTMInit
+from zoo.recurrent import BiLSTM
+from zoo.recurrent import LSTMLayer
+from zoo.recurrent import LSTMState
+from zoo.recurrent import lstm_step
+from zoo.recurrent import lstm_update
