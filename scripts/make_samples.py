@@ -1,0 +1,128 @@
+"""Makes the small real samples shipped in pipelines/samples/ from the full archives.
+
+    python scripts/make_samples.py [--data ../shared/data] [--out pipelines/samples]
+
+Each sample keeps its dataset's canonical layout, so the same builder code reads it:
+  imdb_sample.tar.gz     aclImdb/README, aclImdb/{train,test}/{pos,neg}/<id>_<rating>.txt,
+                         aclImdb/train/unsup/: 1,000 + 1,000 train, 500 + 500 test and 300
+                         unsupervised reviews
+  fra_eng_sample.zip     fra-eng/fra.txt (10,000 pairs) and fra-eng/_about.txt (the attribution)
+  couplet_sample.tar.gz  couplet/train/in.txt and out.txt (10,000 couplets)
+Selection is deterministic and unrelated to the split rule of the builders: items are ranked by the
+sha256 of "sample/" + a stable text (the review's path inside the archive, the English sentence, the
+upper line), the first ones are kept, and kept lines stay in their original file order. Ranking by
+the sentence keeps most translations of one English sentence (and lower lines of one upper line)
+together. The archives are written byte-identically on every run (fixed times, owners and order).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import re
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from pipelines import sources  # noqa: E402
+
+IMDB_COUNTS = {"train/pos": 1000, "train/neg": 1000, "test/pos": 500, "test/neg": 500,
+               "train/unsup": 300}
+FRA_ENG_PAIRS = 10_000
+COUPLETS = 10_000
+_FIXED_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+def rank(text: str) -> bytes:
+  return hashlib.sha256(("sample/" + text).encode("utf-8")).digest()
+
+
+def write_tar_gz(path: Path, files: dict[str, bytes]) -> None:
+  """Writes `files` (archive path -> bytes) in sorted order with fixed metadata."""
+  buffer = io.BytesIO()
+  with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    for name in sorted(files):
+      info = tarfile.TarInfo(name)
+      info.size, info.mtime, info.mode = len(files[name]), 0, 0o644
+      tar.addfile(info, io.BytesIO(files[name]))
+  with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
+                                              compresslevel=9) as gz:
+    gz.write(buffer.getvalue())
+
+
+def write_zip(path: Path, files: dict[str, bytes]) -> None:
+  with zipfile.ZipFile(path, "w") as archive:
+    for name in sorted(files):
+      info = zipfile.ZipInfo(name, date_time=_FIXED_ZIP_TIME)
+      info.compress_type = zipfile.ZIP_DEFLATED
+      info.external_attr = 0o644 << 16
+      archive.writestr(info, files[name], compresslevel=9)
+
+
+def keep_lines(keys: list[str], count: int) -> list[int]:
+  """Indices of the `count` lines whose keys rank first, in their original order."""
+  order = sorted(range(len(keys)), key=lambda i: (rank(keys[i]), i))
+  return sorted(order[:count])
+
+
+def make_imdb(archive: Path, out: Path) -> str:
+  pattern = re.compile(r"^aclImdb/(train/(pos|neg|unsup)|test/(pos|neg))/\d+_\d+\.txt$")
+  files = sources.read_files(archive,
+                             lambda rel: rel == "aclImdb/README" or pattern.match(rel) is not None)
+  chosen = {"aclImdb/README": files["aclImdb/README"]}
+  for folder, count in IMDB_COUNTS.items():
+    names = sorted((rel for rel in files if rel.startswith(f"aclImdb/{folder}/")), key=rank)
+    chosen.update((rel, files[rel]) for rel in names[:count])
+  write_tar_gz(out / sources.CANONICAL["imdb"].sample, chosen)
+  return f"imdb: {len(chosen) - 1} reviews " + ", ".join(f"{f} {n}" for f, n in IMDB_COUNTS.items())
+
+
+def make_fra_eng(archive: Path, out: Path) -> str:
+  files = sources.read_files(archive, lambda rel: rel.startswith("fra-eng/"))
+  lines = files["fra-eng/fra.txt"].decode("utf-8").split("\n")
+  lines = [line for line in lines if line]
+  kept = keep_lines([line.split("\t")[0] for line in lines], FRA_ENG_PAIRS)
+  text = "".join(lines[i] + "\n" for i in kept)
+  write_zip(out / sources.CANONICAL["fra_eng"].sample,
+            {"fra-eng/fra.txt": text.encode("utf-8"),
+             "fra-eng/_about.txt": files["fra-eng/_about.txt"]})
+  return f"fra_eng: {len(kept)} pairs"
+
+
+def make_couplet(archive: Path, out: Path) -> str:
+  files = sources.read_files(archive, lambda rel: rel.startswith("couplet/train/"))
+  uppers = files["couplet/train/in.txt"].decode("utf-8").split("\n")[:-1]
+  lowers = files["couplet/train/out.txt"].decode("utf-8").split("\n")[:-1]
+  kept = keep_lines(uppers, COUPLETS)
+  write_tar_gz(out / sources.CANONICAL["couplet"].sample, {
+      "couplet/train/in.txt": "".join(uppers[i] + "\n" for i in kept).encode("utf-8"),
+      "couplet/train/out.txt": "".join(lowers[i] + "\n" for i in kept).encode("utf-8"),
+  })
+  return f"couplet: {len(kept)} couplets"
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data",
+                      help="folder with imdb/, fra-eng/, couplet/ holding the canonical archives")
+  parser.add_argument("--out", type=Path, default=sources.SAMPLES_DIR)
+  args = parser.parse_args(argv)
+  args.out.mkdir(parents=True, exist_ok=True)
+  for name, make in (("imdb", make_imdb), ("fra_eng", make_fra_eng), ("couplet", make_couplet)):
+    canon = sources.CANONICAL[name]
+    archive = args.data / canon.subdir / canon.filename
+    sources.verify_checksum(archive, name)
+    print(make(archive, args.out))
+  for path in sorted(args.out.iterdir()):
+    print(f"  {path.name}: {path.stat().st_size:,} bytes, sha256 "
+          f"{sources.file_digests(path)[0]}")
+
+
+if __name__ == "__main__":
+  main()
