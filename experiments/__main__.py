@@ -1,0 +1,148 @@
+"""Command line: `python -m experiments <command> ...` (argument parsing only).
+
+  train <experiment> [--model NAME] [--data-dir PATH] [--workdir DIR] [--set KEY=VALUE ...]
+      Trains a named run; rerunning the same command resumes it. --show-config prints the settings.
+  evaluate --workdir DIR [--split test] [--checkpoint best|latest] [--data-dir PATH]
+      Evaluates a trained run and prints its metrics as JSON.
+  predict <experiment> INPUT ... [--workdir DIR] [--heatmap PNG] [--beam-size N] [--num-results N]
+      Runs a trained model on the inputs (what it prints is up to the experiment).
+  translate INPUT ... / couplet INPUT ...
+      Shorthands for `predict translation ...` and `predict couplet ...`.
+  list
+      The registered experiments and their models.
+
+Exit status: 0 done; 1 training failed (NaN loss, checkpoint mismatch, missing data); 2 bad
+arguments; 128 + the signal number when SIGTERM (143) or SIGINT (130) stopped training after saving
+a checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from experiments import config as config_lib
+from experiments import registry
+from experiments import trainer
+from experiments.checkpoints import CheckpointMismatchError
+
+# Shorthand commands expected for experiments that may not be registered yet.
+BUILTIN_ALIASES = {"translate": "translation", "couplet": "couplet"}
+
+
+def _add_predict_arguments(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument("inputs", nargs="+", help="texts to run the model on")
+  parser.add_argument("--workdir", help="the training run's directory (default: runs/<experiment>-"
+                      "<model>)")
+  parser.add_argument("--model", help="the model, to find the default --workdir")
+  parser.add_argument("--checkpoint", choices=("best", "latest"), default="best")
+  parser.add_argument("--data-dir", help="where the run's data (vocabulary) lives, if moved")
+  parser.add_argument("--heatmap", metavar="PNG", help="also save the attention heatmap here")
+  parser.add_argument("--beam-size", type=int, help="beam width for decoding experiments")
+  parser.add_argument("--num-results", type=int, default=1, help="how many results per input")
+  parser.add_argument("--option", dest="options", action="append", default=[],
+                      metavar="KEY=VALUE", help="an experiment-specific option (repeatable)")
+
+
+def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(
+      prog="python -m experiments", description="Train and use the attention zoo's experiments.",
+      epilog="Exit status: 0 ok, 1 training failed, 2 bad arguments, 128+signal when stopped.")
+  parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                      help="import MODULE first (it may register more experiments)")
+  commands = parser.add_subparsers(dest="command", required=True)
+
+  train = commands.add_parser("train", help="train a named run (resumes from --workdir)")
+  train.add_argument("experiment")
+  train.add_argument("--model", help="the named run within the experiment (default: its default)")
+  train.add_argument("--data-dir", help="the data (default: the sample shipped with the package)")
+  train.add_argument("--workdir", help="checkpoints, logs and results (default: runs/<experiment>-"
+                     "<model>)")
+  train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a config field, e.g. --set optimizer.learning_rate=3e-4 "
+                     "(repeatable; a unique bare field name also works)")
+  train.add_argument("--show-config", action="store_true", help="print the settings and exit")
+
+  evaluate = commands.add_parser("evaluate", help="evaluate a trained run")
+  evaluate.add_argument("--workdir", required=True)
+  evaluate.add_argument("--split", default="test", choices=("dev", "test"))
+  evaluate.add_argument("--checkpoint", choices=("best", "latest"), default="best")
+  evaluate.add_argument("--data-dir")
+
+  predict = commands.add_parser("predict", help="run a trained model on inputs")
+  per_experiment = predict.add_subparsers(dest="experiment", required=True, metavar="experiment")
+  aliases = dict(BUILTIN_ALIASES)
+  for name, exp in sorted(experiments.items()):
+    aliases.update({alias: name for alias in exp.aliases})
+    if exp.predict is not None:
+      sub = per_experiment.add_parser(name, help=exp.description or None)
+      _add_predict_arguments(sub)
+      if exp.add_predict_arguments is not None:
+        exp.add_predict_arguments(sub)
+  for alias, name in sorted(aliases.items()):
+    sub = commands.add_parser(alias, help=f"same as `predict {name}`")
+    sub.set_defaults(alias_of=name)
+    _add_predict_arguments(sub)
+    exp = experiments.get(name)
+    if exp is not None and exp.add_predict_arguments is not None:
+      exp.add_predict_arguments(sub)
+
+  commands.add_parser("list", help="list the experiments and their models")
+  return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  argv = list(sys.argv[1:] if argv is None else argv)
+  pre = argparse.ArgumentParser(add_help=False)
+  pre.add_argument("--import", dest="imports", action="append", default=[])
+  known, _ = pre.parse_known_args(argv)
+  experiments = registry.load_experiments(known.imports)
+  parser = build_parser(experiments)
+  args = parser.parse_args(argv)
+
+  if args.command == "list":
+    for name, exp in sorted(experiments.items()):
+      models = ", ".join(f"{m}*" if m == exp.default_model else m for m in exp.configs)
+      print(f"{name}: {models}")
+    if not experiments:
+      print("no experiments registered")
+    return 0
+
+  # Argument errors (unknown experiment, model or config key, bad value) exit with status 2.
+  try:
+    if args.command == "train":
+      cfg = trainer.make_config(args.experiment, args.model, data_dir=args.data_dir,
+                                overrides=args.overrides)
+      if args.show_config:
+        print(config_lib.describe(cfg))
+        return 0
+    elif args.command != "evaluate":
+      name = getattr(args, "alias_of", None) or args.experiment
+      exp = registry.get_experiment(name)
+      if exp.predict is None:
+        raise ValueError(f"experiment {name!r} has no predict command")
+      if args.workdir is None:
+        args.workdir = trainer.default_workdir(exp.config(args.model))
+  except ValueError as e:
+    parser.error(str(e))
+
+  # Failures of the run itself exit with status 1 and a message (no traceback).
+  try:
+    if args.command == "train":
+      task = registry.get_experiment(cfg.experiment).make_task(cfg)
+      result = trainer.train(task, cfg, args.workdir or trainer.default_workdir(cfg))
+      return 0 if result.interrupted is None else 128 + int(result.interrupted)
+    if args.command == "evaluate":
+      print(json.dumps(trainer.evaluate_run(args.workdir, args.split, args.checkpoint,
+                                            args.data_dir), indent=2))
+      return 0
+    return int(exp.predict(args) or 0)
+  except (trainer.NonFiniteLossError, CheckpointMismatchError, FileNotFoundError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())

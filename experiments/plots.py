@@ -1,0 +1,165 @@
+"""PNG pictures: training curves from metrics.jsonl and attention heatmaps.
+
+Figures are drawn with matplotlib's object API and saved through its Agg renderer, without
+pyplot, so no display is needed and the global backend of a notebook is left alone. Chinese tokens
+need a CJK font; when none is installed the heatmap is still drawn (the glyphs show as boxes) and a
+warning says which fonts would fix it.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Sequence
+
+import numpy as np
+from matplotlib import font_manager
+from matplotlib.figure import Figure
+
+from experiments import metrics_log
+
+# Fonts tried, in order, for CJK text (common names on Linux, macOS and Windows).
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han Sans SC",
+             "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "SimHei", "Microsoft YaHei",
+             "PingFang SC", "Heiti SC", "AR PL UMing CN", "Droid Sans Fallback")
+
+_SPLIT_STYLE = {"train": dict(color="tab:blue"), "dev": dict(color="tab:orange", marker="o"),
+                "test": dict(color="tab:green", marker="s", linestyle="none")}
+
+
+def _is_cjk(text: str) -> bool:
+  return any(0x2E80 <= ord(c) <= 0x9FFF or 0xF900 <= ord(c) <= 0xFAFF or 0xFF00 <= ord(c) <= 0xFFEF
+             for c in text)
+
+
+def cjk_font() -> str | None:
+  """The first installed font family from CJK_FONTS, or None."""
+  installed = {f.name for f in font_manager.fontManager.ttflist}
+  for name in CJK_FONTS:
+    if name in installed:
+      return name
+  return None
+
+
+def plot_curves(metrics_path: str, out_path: str,
+                names: Sequence[str] | None = None, title: str | None = None) -> str:
+  """Draws train/dev curves of each metric against the step, one panel per metric.
+
+  Args:
+    metrics_path: a metrics.jsonl written by the trainer.
+    out_path: the PNG to write.
+    names: which metrics to draw; None = 'loss' and 'accuracy' when logged, else every metric
+      that the dev split has (or train's if there is no dev record).
+    title: the figure title.
+
+  Returns:
+    `out_path`.
+  """
+  records = metrics_log.read_metrics(metrics_path)
+  if not records:
+    raise ValueError(f"{metrics_path} holds no metrics to plot")
+  series: dict[tuple[str, str], list[tuple[int, float]]] = {}
+  skip = {"step", "split", "epoch", "time"}
+  for record in records:
+    for name, value in record.items():
+      if name not in skip and isinstance(value, (int, float)):
+        series.setdefault((record["split"], name), []).append((record["step"], float(value)))
+  available = {name for _, name in series}
+  if names is None:
+    names = [n for n in ("loss", "accuracy") if n in available]
+    if not names:
+      ref = "dev" if any(s == "dev" for s, _ in series) else "train"
+      names = sorted(n for s, n in series if s == ref)
+  names = [n for n in names if n in available]
+  if not names:
+    raise ValueError(f"none of the requested metrics are in {metrics_path}; it has "
+                     f"{', '.join(sorted(available))}")
+  fig = Figure(figsize=(5.2 * len(names), 3.8))
+  axes = fig.subplots(1, len(names), squeeze=False)
+  for ax, name in zip(axes[0], names):
+    for split in ("train", "dev", "test"):
+      points = series.get((split, name))
+      if points:
+        steps, values = zip(*points)
+        ax.plot(steps, values, label=split, **_SPLIT_STYLE[split])
+    ax.set_xlabel("step")
+    ax.set_ylabel(name)
+    ax.set_title(name)
+    ax.grid(alpha=0.3)
+    ax.legend()
+  if title:
+    fig.suptitle(title)
+  fig.tight_layout()
+  return _save(fig, out_path)
+
+
+def plot_attention(weights, x_tokens: Sequence[str], y_tokens: Sequence[str] | None,
+                   out_path: str, *, title: str | None = None, xlabel: str = "keys",
+                   ylabel: str = "queries", cmap: str = "Reds") -> str:
+  """Draws attention weights as a heatmap with the tokens on the axes.
+
+  Args:
+    weights: (Q, K) weights (rows are queries), or (K,) for a single pooling query.
+    x_tokens: the K key tokens (columns).
+    y_tokens: the Q query tokens (rows); None labels the rows 0..Q-1 (or nothing for one row).
+    out_path: the PNG to write.
+    title: the figure title.
+    xlabel: label of the key axis.
+    ylabel: label of the query axis.
+    cmap: matplotlib colour map.
+
+  Returns:
+    `out_path`.
+  """
+  weights = np.asarray(weights, np.float32)
+  if weights.ndim == 1:
+    weights = weights[None, :]
+  if weights.ndim != 2:
+    raise ValueError(f"weights: expected shape (Q, K) or (K,), got {weights.shape}")
+  q_len, k_len = weights.shape
+  if len(x_tokens) != k_len:
+    raise ValueError(f"x_tokens has {len(x_tokens)} tokens but weights has shape {weights.shape} "
+                     f"(K = {k_len} columns)")
+  if y_tokens is not None and len(y_tokens) != q_len:
+    raise ValueError(f"y_tokens has {len(y_tokens)} tokens but weights has shape {weights.shape} "
+                     f"(Q = {q_len} rows)")
+  labels = list(x_tokens) + list(y_tokens or [])
+  font = None
+  if any(_is_cjk(str(t)) for t in labels):
+    font = cjk_font()
+    if font is None:
+      warnings.warn("no CJK font is installed (tried: " + ", ".join(CJK_FONTS[:3]) + ", ...); the "
+                    "heatmap is drawn but Chinese tokens show as boxes. Install e.g. "
+                    "fonts-noto-cjk to fix it.", stacklevel=2)
+  width = min(max(3.0, 0.42 * k_len + 2.2), 30.0)
+  height = min(max(1.6, 0.42 * q_len + 1.6), 30.0)
+  fig = Figure(figsize=(width, height))
+  ax = fig.subplots()
+  image = ax.imshow(weights, cmap=cmap, aspect="auto", vmin=0.0)
+  fontdict = {"family": font} if font else None
+  ax.set_xticks(range(k_len))
+  ax.set_xticklabels([str(t) for t in x_tokens], rotation=60 if k_len > 8 else 0,
+                     ha="right" if k_len > 8 else "center", fontdict=fontdict)
+  ax.set_yticks(range(q_len))
+  if y_tokens is not None:
+    ax.set_yticklabels([str(t) for t in y_tokens], fontdict=fontdict)
+  elif q_len == 1:
+    ax.set_yticks([])
+  ax.set_xlabel(xlabel)
+  if y_tokens is not None or q_len > 1:
+    ax.set_ylabel(ylabel)
+  if title:
+    ax.set_title(title)
+  fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+  fig.tight_layout()
+  with warnings.catch_warnings():
+    # Without a CJK font matplotlib warns once per missing glyph; the single warning above suffices.
+    warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from")
+    return _save(fig, out_path)
+
+
+def _save(fig, out_path: str) -> str:
+  directory = os.path.dirname(os.path.abspath(out_path))
+  os.makedirs(directory, exist_ok=True)
+  fig.savefig(out_path, dpi=120)
+  return out_path

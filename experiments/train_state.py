@@ -1,0 +1,97 @@
+"""The training state pytree and the optax optimizer built from a config."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from experiments.config import OptimizerConfig
+
+
+@flax.struct.dataclass
+class TrainState:
+  """Everything that changes during training, as one pytree (so it can be donated and saved).
+
+  Attributes:
+    step: int32 scalar, the number of optimizer updates applied so far.
+    params: the model parameters.
+    opt_state: the optax optimizer state.
+    rng: a new-style PRNG key, fixed for the run; step s uses `jax.random.fold_in(rng, s)`, so the
+      randomness of a step does not depend on how the run got there (resumes reproduce it).
+  """
+  step: jax.Array
+  params: Any
+  opt_state: Any
+  rng: jax.Array
+
+  @classmethod
+  def create(cls, params, tx: optax.GradientTransformation, rng: jax.Array) -> TrainState:
+    return cls(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params), rng=rng)
+
+  def step_rng(self) -> jax.Array:
+    """The key for the update that takes the state from `step` to `step + 1`."""
+    return jax.random.fold_in(self.rng, self.step)
+
+
+def make_schedule(cfg: OptimizerConfig, total_steps: int) -> optax.Schedule:
+  """The learning rate as a function of the step: linear warm-up, then the configured decay.
+
+  Args:
+    cfg: the optimizer config (learning_rate, schedule, warmup_steps, decay_steps, min_lr_ratio).
+    total_steps: the length of the run; the default cosine decay ends there.
+
+  Returns:
+    An optax schedule, step -> learning rate (float32 scalar).
+  """
+  if cfg.warmup_steps < 0:
+    raise ValueError(f"optimizer.warmup_steps must be >= 0, got {cfg.warmup_steps}")
+  peak, warmup = cfg.learning_rate, cfg.warmup_steps
+  if cfg.schedule == "constant":
+    after = optax.constant_schedule(peak)
+  elif cfg.schedule == "cosine":
+    decay = cfg.decay_steps if cfg.decay_steps is not None else max(total_steps - warmup, 1)
+    after = optax.cosine_decay_schedule(peak, decay_steps=max(decay, 1), alpha=cfg.min_lr_ratio)
+  elif cfg.schedule == "rsqrt":
+    floor = max(warmup, 1)
+
+    def after(count):  # `count` counts steps since the end of the warm-up.
+      return peak * jnp.sqrt(floor / jnp.maximum(count + warmup, floor).astype(jnp.float32))
+  else:
+    raise ValueError(f"optimizer.schedule must be 'constant', 'cosine' or 'rsqrt', "
+                     f"got {cfg.schedule!r}")
+  if warmup == 0:
+    return after
+  ramp = optax.linear_schedule(0.0, peak, transition_steps=warmup)
+  return optax.join_schedules([ramp, after], boundaries=[warmup])
+
+
+def make_optimizer(cfg: OptimizerConfig,
+                   total_steps: int) -> tuple[optax.GradientTransformation, Callable]:
+  """Builds the optax transformation described by `cfg`.
+
+  Args:
+    cfg: optimizer name, hyperparameters, gradient clipping and schedule.
+    total_steps: the run's length (for the default cosine decay).
+
+  Returns:
+    (tx, schedule): the transformation (clipping by global norm first, when configured) and the
+    learning-rate schedule it uses, so the trainer can log the rate of each step.
+  """
+  schedule = make_schedule(cfg, total_steps)
+  if cfg.name == "adam":
+    core = optax.adam(schedule, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps)
+  elif cfg.name == "adamw":
+    core = optax.adamw(schedule, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps, weight_decay=cfg.weight_decay)
+  elif cfg.name == "sgd":
+    core = optax.sgd(schedule, momentum=cfg.momentum or None)
+  else:
+    raise ValueError(f"optimizer.name must be 'adam', 'adamw' or 'sgd', got {cfg.name!r}")
+  if cfg.grad_clip_norm is None:
+    return core, schedule
+  if cfg.grad_clip_norm <= 0:
+    raise ValueError(f"optimizer.grad_clip_norm must be positive or None, got {cfg.grad_clip_norm}")
+  return optax.chain(optax.clip_by_global_norm(cfg.grad_clip_norm), core), schedule

@@ -1,0 +1,451 @@
+"""The training loop shared by every experiment, and loading trained runs back.
+
+`train(task, config, workdir)` runs one named configuration to the end:
+
+  * parameters are initialised (or the latest checkpoint is restored, together with the data
+    position, the running metric sums and the elapsed time), then one jitted, donated, sharded step
+    per batch runs while the next batches are already on their way to the devices;
+  * every `log_every` steps (and at epoch ends) the summed metrics are read from the device once,
+    written to the console, metrics.jsonl and TensorBoard;
+  * at epoch ends (and every `eval_every` steps) the dev split is evaluated and the parameters are
+    kept apart when `best_metric` improves;
+  * every `checkpoint_every` steps, at epoch ends, at the last step and when SIGTERM or SIGINT
+    arrives, a checkpoint is written; after a signal the loop stops cleanly;
+  * a NaN or inf loss (or gradient norm) stops training with `NonFiniteLossError` naming the step;
+    it is detected before anything after it is saved, so the last checkpoint on disk is good;
+  * at the end the test split is evaluated with the best (or last) parameters, and results.json,
+    config.json and curves.png are written.
+
+An interrupted run restarted with the same command finishes with the same parameters and the same
+metrics.jsonl records (apart from their 'time') as an uninterrupted one, bit for bit on the CPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import signal
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+import tqdm
+
+from experiments import config as config_lib
+from experiments import metrics_log
+from experiments import plots
+from experiments import registry
+from experiments import steps
+from experiments.checkpoints import Checkpoints
+from experiments.config import Config
+from experiments.parallel import DataParallel
+from experiments.registry import Task
+from experiments.train_state import TrainState
+from experiments.train_state import make_optimizer
+
+CONFIG_FILE = "config.json"
+CURVES_FILE = "curves.png"
+
+
+class NonFiniteLossError(RuntimeError):
+  """Training produced a NaN or infinite loss or gradient norm.
+
+  Attributes:
+    step: the 1-based number of the first update whose loss (or gradient) was not finite.
+    value: the loss at that step.
+    checkpoint_step: the last checkpoint on disk (all good), or None.
+  """
+
+  def __init__(self, step: int, value: float, checkpoint_step: int | None, directory: str):
+    self.step, self.value, self.checkpoint_step = step, value, checkpoint_step
+    what = (f"the loss became {value}" if not math.isfinite(value) else
+            f"the gradient norm became NaN or inf (loss {value})")
+    kept = (f"the last good checkpoint, step {checkpoint_step}, is kept in {directory}"
+            if checkpoint_step is not None else "no checkpoint had been written yet")
+    super().__init__(
+        f"Training stopped at step {step}: {what}. Nothing from step {step} on was saved; {kept}. "
+        "Try a lower optimizer.learning_rate, gradient clipping (optimizer.grad_clip_norm=1.0), a "
+        "warm-up, or train.dtype=float32.")
+
+
+@dataclasses.dataclass
+class TrainResult:
+  """What `train` returns.
+
+  Attributes:
+    state: the final TrainState (on the devices).
+    step: the number of updates done.
+    interrupted: the signal number that stopped the run early (None when it ran to the end).
+    results: the contents of results.json (None when interrupted).
+    workdir: the run's directory.
+  """
+  state: TrainState
+  step: int
+  interrupted: int | None
+  results: dict[str, Any] | None
+  workdir: str
+
+
+class StopSignals:
+  """Turns SIGTERM and SIGINT into a flag the loop checks after each step.
+
+  A second SIGINT (Ctrl-C pressed twice) raises KeyboardInterrupt at once. Outside the main thread
+  signals cannot be caught, and the context does nothing.
+  """
+
+  def __init__(self, signums: Sequence[int] = (signal.SIGTERM, signal.SIGINT)):
+    self.signums = tuple(signums)
+    self.received: int | None = None
+    self._previous: dict[int, Any] = {}
+
+  def _handle(self, signum, frame):
+    del frame
+    if self.received is not None and signum == signal.SIGINT:
+      raise KeyboardInterrupt
+    self.received = signum
+
+  def __enter__(self) -> StopSignals:
+    if threading.current_thread() is threading.main_thread():
+      for signum in self.signums:
+        self._previous[signum] = signal.signal(signum, self._handle)
+    return self
+
+  def __exit__(self, *exc) -> None:
+    for signum, handler in self._previous.items():
+      signal.signal(signum, handler)
+    self._previous.clear()
+
+
+def total_steps(config: Config, steps_per_epoch: int) -> int:
+  if steps_per_epoch <= 0:
+    raise ValueError(f"the task has {steps_per_epoch} steps per epoch; it needs at least one "
+                     "training batch")
+  total = config.train.num_steps
+  if total is None:
+    total = config.train.num_epochs * steps_per_epoch
+  if total <= 0:
+    raise ValueError(f"nothing to train: train.num_steps = {config.train.num_steps}, "
+                     f"train.num_epochs = {config.train.num_epochs}")
+  return total
+
+
+def _init_fn(task: Task, tx) -> Callable:
+  """`init(rng, batch) -> TrainState`: parameters from one half of the seed key, dropout from the
+  other."""
+
+  def init(rng, batch):
+    init_rng, run_rng = jax.random.split(rng)
+    return TrainState.create(task.init(init_rng, batch), tx, run_rng)
+
+  return init
+
+
+def _acc_to_json(acc) -> dict[str, Any]:
+  host = jax.device_get(acc)
+  return {"metrics": {k: [float(t), float(c)] for k, (t, c) in host["metrics"].items()},
+          "first_bad_step": int(host["first_bad_step"]), "bad_value": float(host["bad_value"])}
+
+
+def _acc_from_json(data: dict[str, Any], dp: DataParallel):
+  acc = {"metrics": {k: (np.float32(t), np.float32(c)) for k, (t, c) in data["metrics"].items()},
+         "first_bad_step": np.int32(data["first_bad_step"]),
+         "bad_value": np.float32(data["bad_value"])}
+  return dp.replicate(acc)
+
+
+def _config_changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+  changes = []
+  for key in sorted(set(old) | set(new)):
+    a, b = old.get(key), new.get(key)
+    if isinstance(a, dict) and isinstance(b, dict):
+      changes.extend(_config_changes(a, b, f"{prefix}{key}."))
+    elif a != b:
+      changes.append(f"{prefix}{key}: {a!r} -> {b!r}")
+  return changes
+
+
+class _Evaluator:
+  """Evaluates parameters on a split with one jitted, sharded step per batch."""
+
+  def __init__(self, task: Task, dp: DataParallel):
+    self.task, self.dp = task, dp
+    self.eval_step = dp.jit_eval_step(steps.make_eval_step(task))
+    self.add = jax.jit(steps.add_metrics)
+
+  def __call__(self, params, split: str) -> dict[str, float]:
+    sums = None
+    for batch in self.task.eval_batches(split):
+      metrics = self.eval_step(params, self.dp.shard_batch(batch))
+      sums = metrics if sums is None else self.add(sums, metrics)
+    if sums is None:
+      raise ValueError(f"the {split!r} split of the task produced no evaluation batches")
+    result = steps.means(sums)
+    result.update(self.task.extra_eval(params, split))
+    return result
+
+
+def evaluate(task: Task, params, split: str, devices: Sequence[jax.Device] | None = None
+             ) -> dict[str, float]:
+  """Weighted means of the task's metrics over `split` (plus its extra_eval metrics)."""
+  dp = DataParallel(devices)
+  return _Evaluator(task, dp)(dp.replicate(params), split)
+
+
+def train(task: Task, config: Config, workdir: str, *,
+          devices: Sequence[jax.Device] | None = None,
+          console: Callable[[str], None] | None = None) -> TrainResult:
+  """Trains `task` as `config` says, checkpointing into `workdir` and resuming from it.
+
+  Args:
+    task: the experiment's task, built from `config`.
+    config: the run's configuration.
+    workdir: the run's directory; holding checkpoints from an earlier start, the run resumes.
+    devices: the devices to train on (None = all local devices).
+    console: where console lines go (default: above the progress bar, or stdout).
+
+  Returns:
+    A TrainResult.
+
+  Raises:
+    NonFiniteLossError: the loss became NaN or inf.
+    CheckpointMismatchError: workdir holds a checkpoint of a different model configuration.
+  """
+  started = time.time()
+  workdir = os.path.abspath(workdir)
+  os.makedirs(workdir, exist_ok=True)
+  tc = config.train
+  dp = DataParallel(devices)
+  dp.check_batch_size(tc.batch_size, "train.batch_size")
+  steps_per_epoch = task.steps_per_epoch
+  total = total_steps(config, steps_per_epoch)
+  tx, schedule = make_optimizer(config.optimizer, total)
+  config_dict = config_lib.to_dict(config)
+
+  bar = tqdm.tqdm(total=total, disable=not tc.progress_bar, dynamic_ncols=True, unit="step")
+  say = console or (bar.write if tc.progress_bar else print)
+  rng = jax.random.key(tc.seed)
+  sample = task.example_batch()
+  init = _init_fn(task, tx)
+  abstract_state = jax.eval_shape(init, rng, sample)
+  train_step = steps.make_train_step(task, tx, schedule)
+  _, abstract_metrics = jax.eval_shape(train_step, abstract_state, sample)
+
+  def new_acc():
+    return dp.replicate(steps.init_accumulator(
+        jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), abstract_metrics)))
+
+  ckpts = Checkpoints(workdir, keep=tc.keep_checkpoints, best_metric=tc.best_metric,
+                      best_mode=tc.best_mode)
+  batches = task.train_batches()
+  elapsed_before = 0.0
+  if ckpts.latest_step() is not None:
+    state, meta = ckpts.restore(abstract_state, dp.replicated)
+    batches.set_state(meta["data"])
+    acc = _acc_from_json(meta["acc"], dp)
+    elapsed_before = float(meta.get("elapsed", 0.0))
+    changes = _config_changes(meta.get("config", {}), config_dict)
+    say(f"Resuming {workdir} from step {int(state.step)}" +
+        (f" with changed settings: {'; '.join(changes)}" if changes else ""))
+  else:
+    state = dp.jit_init(init)(rng, dp.shard_batch(sample))
+    acc = new_acc()
+  # Written only now: a checkpoint that does not fit has raised above and left the run untouched.
+  with open(os.path.join(workdir, CONFIG_FILE), "w", encoding="utf-8") as f:
+    json.dump(config_dict, f, indent=2)
+    f.write("\n")
+  step = int(jax.device_get(state.step))
+  bar.update(step)
+  logger = metrics_log.MetricsLogger(workdir, start_step=step, console=say)
+  loop_step = dp.jit_train_step(steps.make_loop_step(train_step), num_carried=2)
+  evaluator = _Evaluator(task, dp)
+  last_dev: dict[str, float] | None = None
+  position = batches.get_state()
+
+  def check_finite():
+    bad = int(jax.device_get(acc["first_bad_step"]))
+    if bad != steps.NO_BAD_STEP:
+      ckpts.wait()
+      raise NonFiniteLossError(bad, float(jax.device_get(acc["bad_value"])), ckpts.latest_step(),
+                               os.path.join(workdir, "checkpoints"))
+
+  def save():
+    check_finite()
+    ckpts.save(state, {"data": position, "acc": _acc_to_json(acc), "config": config_dict,
+                       "elapsed": elapsed_before + time.time() - started,
+                       "epoch": step / steps_per_epoch})
+
+  interrupted = None
+  try:
+    with StopSignals() as stop:
+      stream = dp.prefetch(batches, size=tc.prefetch)
+      while step < total:
+        try:
+          batch, position = next(stream)
+        except StopIteration:
+          raise RuntimeError(f"the training iterator ended after step {step}; Task.train_batches "
+                             "must yield batches endlessly, epoch after epoch") from None
+        state, acc = loop_step(state, acc, batch)
+        step += 1
+        bar.update(1)
+        epoch_end = step % steps_per_epoch == 0
+        last = step == total
+        if step % tc.log_every == 0 or epoch_end or last:
+          check_finite()
+          train_metrics = steps.means(acc["metrics"])
+          logger.write(step, "train", train_metrics, epoch=step / steps_per_epoch,
+                       echo=not tc.progress_bar)
+          bar.set_postfix(loss=f"{train_metrics.get('loss', train_metrics['objective']):.4f}")
+          acc = new_acc()
+        if (tc.eval_every and step % tc.eval_every == 0) or epoch_end or last:
+          check_finite()
+          last_dev = evaluator(state.params, "dev")
+          logger.write(step, "dev", last_dev, epoch=step / steps_per_epoch)
+          if ckpts.save_best(step, state.params, {f"dev/{k}": v for k, v in last_dev.items()}):
+            say(f"New best {tc.best_metric} = {last_dev[tc.best_metric.split('/', 1)[-1]]:.4f} "
+                f"at step {step}")
+        if step % tc.checkpoint_every == 0 or epoch_end or last or stop.received is not None:
+          save()
+        if stop.received is not None and not last:
+          interrupted = stop.received
+          say(f"Stopped by {signal.Signals(interrupted).name} at step {step}; a checkpoint was "
+              "saved. Run the same command again to resume.")
+          break
+    ckpts.wait()
+    if interrupted is not None:
+      return TrainResult(state, step, interrupted, None, workdir)
+    results = _finish(task, config, workdir, state, ckpts, evaluator, dp, logger, last_dev,
+                      elapsed_before + time.time() - started, steps_per_epoch, total, say)
+    return TrainResult(state, step, None, results, workdir)
+  finally:
+    bar.close()
+    logger.close()
+    ckpts.wait()
+    ckpts.close()
+
+
+def _finish(task, config, workdir, state, ckpts, evaluator, dp, logger, last_dev, elapsed,
+            steps_per_epoch, total, say) -> dict[str, Any]:
+  """The test evaluation with the chosen parameters, results.json and the curves."""
+  tc = config.train
+  params, chosen, best = state.params, "last", None
+  if ckpts.best_step() is not None:
+    best = {"step": ckpts.best_step(), "metric": tc.best_metric, "value": ckpts.best_value()}
+    if tc.test_with == "best":
+      params, _ = ckpts.restore_best_params(
+          jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state.params),
+          dp.replicated)
+      chosen = "best"
+  test = evaluator(params, "test")
+  logger.write(total, "test", test, epoch=total / steps_per_epoch)
+  if last_dev is None:
+    dev_records = [r for r in metrics_log.read_metrics(logger.path) if r["split"] == "dev"]
+    last_dev = ({k: v for k, v in dev_records[-1].items()
+                 if k not in ("step", "split", "epoch", "time")} if dev_records else {})
+  results = {
+      "experiment": config.experiment, "model": config.model_name, "test": test, "dev": last_dev,
+      "best": best, "test_params": chosen, "steps": total, "epochs": total / steps_per_epoch,
+      "wall_time_s": round(elapsed, 3), "machine": metrics_log.machine_info(),
+      "config": config_lib.to_dict(config), "workdir": workdir,
+      "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+  }
+  metrics_log.write_results(workdir, results)
+  try:
+    plots.plot_curves(logger.path, os.path.join(workdir, CURVES_FILE),
+                      title=f"{config.experiment} {config.model_name}".strip())
+  except ValueError as e:  # nothing plottable (e.g. no metric logged twice) is not fatal
+    say(f"No curves drawn: {e}")
+  task.on_train_end(params, workdir)
+  shown = "  ".join(f"{k} {v:.4f}" for k, v in sorted(test.items()))
+  say(f"Test ({chosen} parameters): {shown}  [{elapsed:.1f} s]")
+  return results
+
+
+# --------------------------------------------------------------------------------------------------
+# Runs by name, and trained runs loaded back.
+
+
+def default_workdir(config: Config) -> str:
+  return os.path.join("runs", f"{config.experiment}-{config.model_name}")
+
+
+def make_config(experiment: str, model: str | None = None, *, data_dir: str | None = None,
+                overrides: Sequence[str] = ()) -> Config:
+  """The named run's config with the data directory and 'key=value' overrides applied."""
+  cfg = registry.get_config(experiment, model)
+  if data_dir is not None:
+    cfg.data_dir = data_dir
+  return config_lib.override(cfg, overrides)
+
+
+def run(experiment: str, model: str | None = None, *, data_dir: str | None = None,
+        workdir: str | None = None, overrides: Sequence[str] = (),
+        devices: Sequence[jax.Device] | None = None) -> TrainResult:
+  """Trains a registered experiment's named run (what `python -m experiments train` does)."""
+  cfg = make_config(experiment, model, data_dir=data_dir, overrides=overrides)
+  task = registry.get_experiment(experiment).make_task(cfg)
+  return train(task, cfg, workdir or default_workdir(cfg), devices=devices)
+
+
+def load_config(workdir: str) -> Config:
+  """The Config a run in `workdir` was trained with (from its config.json)."""
+  path = os.path.join(workdir, CONFIG_FILE)
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path} does not exist: is {workdir} the --workdir of a training run?")
+  with open(path, encoding="utf-8") as f:
+    saved = json.load(f)
+  cfg = registry.get_config(saved["experiment"], saved["model_name"])
+  return config_lib.update_from_dict(cfg, saved)
+
+
+def restore_params(task: Task, config: Config, workdir: str, which: str = "best",
+                   devices: Sequence[jax.Device] | None = None) -> tuple[Any, int]:
+  """The parameters of a run: its best checkpoint, or its latest ('latest').
+
+  With which='best' and no best checkpoint, the latest one is used.
+
+  Returns:
+    (params on the devices, replicated; the step they come from).
+  """
+  if which not in ("best", "latest"):
+    raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
+  dp = DataParallel(devices)
+  tx, _ = make_optimizer(config.optimizer, total_steps=1)  # opt_state shapes need no run length
+  sample = task.example_batch()
+  abstract = jax.eval_shape(_init_fn(task, tx), jax.random.key(0), sample)
+  tc = config.train
+  ckpts = Checkpoints(workdir, keep=tc.keep_checkpoints, best_metric=tc.best_metric,
+                      best_mode=tc.best_mode)
+  try:
+    if which == "best" and ckpts.best_step() is not None:
+      params, meta = ckpts.restore_best_params(abstract.params, dp.replicated)
+      return params, int(meta["step"])
+    if ckpts.latest_step() is None:
+      raise FileNotFoundError(f"no checkpoint in {workdir}")
+    state, _ = ckpts.restore(abstract, dp.replicated)
+    return state.params, int(jax.device_get(state.step))
+  finally:
+    ckpts.close()
+
+
+def load_for_inference(workdir: str, which: str = "best", data_dir: str | None = None
+                       ) -> tuple[Task, Any, Config]:
+  """(task, params, config) of a trained run, for predict/translate commands and notebooks."""
+  cfg = load_config(workdir)
+  if data_dir is not None:
+    cfg.data_dir = data_dir
+  task = registry.get_experiment(cfg.experiment).make_task(cfg)
+  params, _ = restore_params(task, cfg, workdir, which)
+  return task, params, cfg
+
+
+def evaluate_run(workdir: str, split: str = "test", which: str = "best",
+                 data_dir: str | None = None) -> dict[str, Any]:
+  """Evaluates a trained run's best (or latest) parameters on `split`."""
+  task, params, cfg = load_for_inference(workdir, which, data_dir)
+  metrics = evaluate(task, params, split)
+  return {"experiment": cfg.experiment, "model": cfg.model_name, "split": split,
+          "checkpoint": which, "metrics": metrics}
