@@ -43,3 +43,4 @@ from zoo.recurrent import LSTMLayer
 from zoo.recurrent import LSTMState
 from zoo.recurrent import lstm_step
 from zoo.recurrent import lstm_update
+from zoo.multihead import MultiHeadAttention

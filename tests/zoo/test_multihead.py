@@ -1,0 +1,354 @@
+import functools
+
+import chex
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import zoo
+from zoo import scoring
+
+B, Q, K, D, DKV, H = 3, 5, 7, 12, 10, 4
+QKV, D_OUT = 8, 9  # Dh = 2
+IMPLEMENTATIONS = ["vmap", "fused"]
+
+
+def _inputs(seed=0, q_len=Q, k_len=K):
+  # numpy draws: jax.random would compile a threefry kernel per shape, slow on a busy CPU.
+  rng = np.random.default_rng(seed)
+  inputs_q = jnp.asarray(rng.normal(size=(B, q_len, D)), jnp.float32)
+  inputs_kv = jnp.asarray(rng.normal(size=(B, k_len, DKV)), jnp.float32)
+  mask = rng.random((B, 1, q_len, k_len)) < 0.6
+  mask[..., 0] = True  # no row fully masked (flax averages such rows, the zoo zeroes them)
+  return inputs_q, inputs_kv, jnp.asarray(mask)
+
+
+def _variables(module, *args, seed=0, **kwargs):
+  """module.init's variables without running its initializers (slow to compile on CPU): random
+  numpy params, zero caches."""
+  rng = np.random.default_rng(seed)
+  shapes = jax.eval_shape(lambda: module.init(jax.random.key(0), *args, **kwargs))
+  draw = lambda s: jnp.asarray(rng.normal(size=s.shape) * 0.5, s.dtype)
+  return {name: jax.tree.map(draw if name == "params" else lambda s: jnp.zeros(s.shape, s.dtype),
+                             tree) for name, tree in shapes.items()}
+
+
+def _jit_apply(module, **fixed):
+  """module.apply under jax.jit, with the keyword arguments `fixed` (flags) held static."""
+  return jax.jit(functools.partial(module.apply, **fixed))
+
+
+def _rbg_key(seed):
+  return jax.random.key(seed, impl="rbg")  # compiles much faster than threefry on CPU
+
+
+def _flax_mha(**kwargs):
+  return nn.MultiHeadDotProductAttention(num_heads=H, qkv_features=QKV, out_features=D_OUT,
+                                         **kwargs)
+
+
+def _zoo_mha(**kwargs):
+  return zoo.MultiHeadAttention(num_heads=H, qkv_features=QKV, out_features=D_OUT, **kwargs)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_params_move_between_flax_and_zoo_and_outputs_agree(implementation):
+  inputs_q, inputs_kv, mask = _inputs()
+  valid_lens = jnp.array([7, 2, 5])
+  flax_mask = jnp.logical_and(mask, zoo.key_padding_mask(valid_lens, K))
+  flax_mha = _flax_mha(dropout_rate=0.3)
+  ours = _zoo_mha(dropout_rate=0.3, implementation=implementation)
+  flax_vars = _variables(flax_mha, inputs_q, inputs_kv, seed=1, deterministic=True)
+  zoo_vars = _variables(ours, inputs_q, inputs_kv, seed=2, mask=mask, valid_lens=valid_lens)
+  chex.assert_trees_all_equal_shapes_and_dtypes(flax_vars, zoo_vars)
+  flax_apply = _jit_apply(flax_mha, deterministic=True)
+  zoo_apply = _jit_apply(ours, deterministic=True)
+  for variables in (flax_vars, zoo_vars):
+    expected = flax_apply(variables, inputs_q, inputs_kv, mask=flax_mask)
+    got = zoo_apply(variables, inputs_q, inputs_kv, mask=mask, valid_lens=valid_lens)
+    assert got.shape == (B, Q, D_OUT)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_weights_equal_flax_sown_weights():
+  inputs_q, inputs_kv, mask = _inputs(seed=3)
+  variables = _variables(_flax_mha(), inputs_q, inputs_kv)
+  _, state = _jit_apply(_flax_mha(), sow_weights=True, mutable=["intermediates"])(
+      variables, inputs_q, inputs_kv, mask=mask)
+  (expected,) = state["intermediates"]["attention_weights"]
+  out, weights = _jit_apply(_zoo_mha(), return_weights=True)(variables, inputs_q, inputs_kv,
+                                                             mask=mask)
+  assert out.shape == (B, Q, D_OUT) and weights.shape == (B, H, Q, K)
+  np.testing.assert_allclose(weights, expected, rtol=1e-5, atol=1e-7)
+  np.testing.assert_array_equal(np.where(np.broadcast_to(mask, weights.shape), 0, weights), 0)
+
+
+def _fully_masked_case():
+  inputs_q, inputs_kv, mask = _inputs(seed=5)
+  mask = mask.at[1, :, 2].set(False)  # query 2 of example 1 may attend to nothing
+  valid_lens = jnp.array([0, 4, 7])  # example 0 has no valid key at all
+  return inputs_q, inputs_kv, mask, valid_lens
+
+
+def test_fused_equals_vmap_with_masks_lengths_and_empty_rows():
+  inputs_q, inputs_kv, mask, valid_lens = _fully_masked_case()
+  per_row_lens = jnp.array([[1, 2, 3, 4, 5], [7, 6, 0, 4, 3], [2, 2, 7, 7, 1]])
+  vmap_mha = _zoo_mha()
+  fused_mha = _zoo_mha(implementation="fused")
+  variables = _variables(vmap_mha, inputs_q, inputs_kv)
+  cases = (dict(mask=mask), dict(valid_lens=valid_lens), dict(valid_lens=per_row_lens),
+           dict(mask=mask, valid_lens=valid_lens), dict())
+
+  @jax.jit
+  def both(variables):  # one compilation for all cases
+    return [[mha.apply(variables, inputs_q, inputs_kv, **kwargs) for mha in (vmap_mha, fused_mha)]
+            for kwargs in cases]
+
+  for expected, got in both(variables):
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+  # Rows with nothing to attend to: zero weights, and the output is just the out bias.
+  out, weights = _jit_apply(vmap_mha, return_weights=True)(
+      variables, inputs_q, inputs_kv, mask=mask, valid_lens=valid_lens)
+  np.testing.assert_array_equal(weights[0], 0.0)
+  np.testing.assert_array_equal(weights[1, :, 2], 0.0)
+  np.testing.assert_allclose(out[0], np.broadcast_to(variables["params"]["out"]["bias"], (Q, D_OUT)))
+
+
+def _repeat_kv_heads(params, groups):
+  """Turns grouped-query params (Hkv key/value heads) into plain MHA params with H heads."""
+  params = jax.tree.map(lambda x: x, params)  # a copy to edit
+  for name in ("key", "value"):
+    params[name] = {"kernel": jnp.repeat(params[name]["kernel"], groups, axis=1),  # (D, H, Dh)
+                    "bias": jnp.repeat(params[name]["bias"], groups, axis=0)}  # (H, Dh)
+  return params
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_grouped_query_attention_equals_repeated_kv_heads(implementation):
+  inputs_q, inputs_kv, mask = _inputs(seed=7)
+  gqa = zoo.MultiHeadAttention(num_heads=6, qkv_features=18, num_kv_heads=2,
+                               implementation=implementation)
+  variables = _variables(gqa, inputs_q, inputs_kv)
+  assert variables["params"]["key"]["kernel"].shape == (DKV, 2, 3)
+  assert variables["params"]["value"]["bias"].shape == (2, 3)
+  assert variables["params"]["query"]["kernel"].shape == (D, 6, 3)
+  full = {"params": _repeat_kv_heads(dict(variables["params"]), 3)}
+  expected = _jit_apply(zoo.MultiHeadAttention(num_heads=6, qkv_features=18))(
+      full, inputs_q, inputs_kv, mask=mask)
+  got = _jit_apply(gqa)(variables, inputs_q, inputs_kv, mask=mask)
+  np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def _reference_with_score(params, inputs_q, inputs_kv, mask, head_score):
+  """Multi-head attention written head by head with einsum; head_score(h, q, k) -> (B, Q, K)."""
+  p = params
+  q = jnp.einsum("bqd,dhe->bqhe", inputs_q, p["query"]["kernel"]) + p["query"]["bias"]
+  k = jnp.einsum("bkd,dhe->bkhe", inputs_kv, p["key"]["kernel"]) + p["key"]["bias"]
+  v = jnp.einsum("bkd,dhe->bkhe", inputs_kv, p["value"]["kernel"]) + p["value"]["bias"]
+  heads = []
+  for h in range(q.shape[2]):
+    scores = head_score(h, q[:, :, h], k[:, :, h])  # (B, Q, K)
+    scores = jnp.where(mask[:, 0], scores, -jnp.inf)
+    heads.append(jax.nn.softmax(scores, axis=-1) @ v[:, :, h])  # (B, Q, Dh)
+  stacked = jnp.stack(heads, axis=2)  # (B, Q, H, Dh)
+  return jnp.einsum("bqhe,heo->bqo", stacked, p["out"]["kernel"]) + p["out"]["bias"]
+
+
+@pytest.mark.parametrize("score", ["dot", "additive", "bilinear", "concat"])
+def test_other_scores_have_per_head_parameters_and_match_a_loop_over_heads(score):
+  inputs_q, inputs_kv, mask = _inputs(seed=9)
+  mha = _zoo_mha(score=score)
+  variables = _variables(mha, inputs_q, inputs_kv)
+  params = variables["params"]
+  pure = {"dot": scoring.dot_score, "additive": scoring.additive_score,
+          "bilinear": scoring.bilinear_score, "concat": scoring.concat_score}[score]
+  if score == "dot":
+    assert "score" not in params
+    head_params = lambda h: {}
+  else:
+    assert all(leaf.shape[0] == H for leaf in jax.tree.leaves(params["score"]))
+    head_params = lambda h: {name: leaf[h] for name, leaf in params["score"].items()}
+
+  def head_score(h, q, k):
+    return jax.vmap(lambda qi, ki: pure(qi, ki, **head_params(h)))(q, k)
+
+  expected = _reference_with_score(params, inputs_q, inputs_kv, mask, head_score)
+  got = _jit_apply(mha)(variables, inputs_q, inputs_kv, mask=mask)
+  np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_score_parameters_are_initialized_apart_per_head():
+  inputs_q, inputs_kv, _ = _inputs()
+  # A plain normal init compiles faster than the default truncated normal.
+  mha = _zoo_mha(score="concat", kernel_init=nn.initializers.normal(0.5))
+  params = jax.jit(mha.init)(_rbg_key(10), inputs_q, inputs_kv)["params"]["score"]
+  assert params["w"].shape == (H, 2 * QKV // H, QKV // H) and params["v"].shape == (H, QKV // H)
+  for leaf in jax.tree.leaves(params):
+    assert not np.allclose(leaf[0], leaf[1]) and not np.allclose(leaf[1], leaf[3])
+
+
+def test_score_features_sets_the_hidden_size():
+  inputs_q, inputs_kv, _ = _inputs()
+  params = _variables(_zoo_mha(score="additive", score_features=5), inputs_q, inputs_kv)["params"]
+  assert params["score"]["w_q"].shape == (H, QKV // H, 5)
+  assert params["score"]["v"].shape == (H, 5)
+
+
+def test_dropout_on_weights():
+  inputs_q, inputs_kv, mask = _inputs(seed=11)
+  mha = _zoo_mha(dropout_rate=0.5)
+  variables = _variables(mha, inputs_q, inputs_kv)
+  apply = _jit_apply(mha, return_weights=True, deterministic=False)
+  quiet, quiet_weights = _jit_apply(mha, return_weights=True)(variables, inputs_q, inputs_kv,
+                                                              mask=mask)
+  noisy, weights = apply(variables, inputs_q, inputs_kv, mask=mask,
+                         rngs={"dropout": _rbg_key(13)})
+  again, _ = apply(variables, inputs_q, inputs_kv, mask=mask, rngs={"dropout": _rbg_key(13)})
+  other, _ = apply(variables, inputs_q, inputs_kv, mask=mask, rngs={"dropout": _rbg_key(14)})
+  np.testing.assert_array_equal(noisy, again)
+  assert not np.allclose(noisy, quiet) and not np.allclose(noisy, other)
+  np.testing.assert_array_equal(weights, quiet_weights)  # returned weights are before dropout
+  with pytest.raises(flax.errors.InvalidRngError, match="dropout"):
+    mha.apply(variables, inputs_q, inputs_kv, deterministic=False)
+
+
+def _self_attention_case(seed, length):
+  return jnp.asarray(np.random.default_rng(seed).normal(size=(B, length, D)), jnp.float32)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_cached_decoding_equals_causal_self_attention(implementation):
+  length = 7
+  x = _self_attention_case(13, length)
+  valid_lens = jnp.array([7, 4, 6])
+  mha = zoo.MultiHeadAttention(num_heads=4, num_kv_heads=2, implementation=implementation)
+  variables = _variables(mha, x, decode=True)
+  cache = variables["cache"]
+  assert cache["cached_key"].shape == (B, length, 2, 3)
+  assert cache["cached_value"].shape == (B, length, 2, 3)
+  assert cache["cache_index"].shape == () and cache["cache_index"].dtype == jnp.int32
+  expected = _jit_apply(mha)(variables, x, mask=zoo.causal_mask(length), valid_lens=valid_lens)
+  step = _jit_apply(mha, decode=True, mutable=["cache"])
+  run = lambda cache, chunk: step({"params": variables["params"], "cache": cache}, chunk,
+                                  valid_lens=valid_lens)
+
+  pieces = []
+  out, state = run(cache, x[:, :3])  # prefill
+  pieces.append(out)
+  for t in range(3, length):  # then one position per step
+    out, state = run(state["cache"], x[:, t:t + 1])
+    pieces.append(out)
+  assert int(state["cache"]["cache_index"]) == length
+  np.testing.assert_allclose(jnp.concatenate(pieces, axis=1), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_decoding_a_chunk_longer_than_the_cache_is_an_error():
+  x = _self_attention_case(15, 4)
+  mha = zoo.MultiHeadAttention(num_heads=2)
+  variables = _variables(mha, x, decode=True)
+  with pytest.raises(ValueError, match="max_len"):
+    mha.apply(variables, jnp.zeros((B, 5, D)), decode=True, mutable=["cache"])
+  with pytest.raises(ValueError, match="max_len"):
+    mha.apply(variables, jnp.zeros((B + 1, 1, D)), decode=True, mutable=["cache"])
+
+
+def test_argument_errors_name_the_argument_and_shapes():
+  inputs_q, inputs_kv, mask = _inputs()
+  mha = _zoo_mha()
+  variables = _variables(mha, inputs_q, inputs_kv)
+  apply = lambda *args, **kwargs: mha.apply(variables, *args, **kwargs)
+  with pytest.raises(ValueError, match=r"inputs_q: expected an array of rank 3.*\(5, 12\)"):
+    apply(inputs_q[0])
+  with pytest.raises(ValueError, match=r"inputs_kv: expected an array of rank 3"):
+    apply(inputs_q, inputs_kv[0])
+  with pytest.raises(ValueError, match=r"inputs_q and inputs_kv disagree.*shape\[0\]"):
+    apply(inputs_q, inputs_kv[:2])
+  with pytest.raises(ValueError, match=r"mask with shape \(3, 1, 5, 6\) does not broadcast.*"
+                     r"\(3, 4, 5, 7\)"):
+    apply(inputs_q, inputs_kv, mask=mask[..., :6])
+  with pytest.raises(ValueError, match=r"mask with shape \(1, 3, 1, 5, 7\)"):
+    apply(inputs_q, inputs_kv, mask=mask[None])
+  with pytest.raises(ValueError, match="mask: expected a boolean"):
+    apply(inputs_q, inputs_kv, mask=mask.astype(jnp.float32))
+  with pytest.raises(ValueError, match=r"valid_lens with shape \(2,\)"):
+    apply(inputs_q, inputs_kv, valid_lens=jnp.array([1, 2]))
+  with pytest.raises(ValueError, match="valid_lens: expected an integer"):
+    apply(inputs_q, inputs_kv, valid_lens=jnp.array([1.0, 2.0, 3.0]))
+  with pytest.raises(ValueError, match=r"valid_lens must lie in \[0, 7\]"):
+    apply(inputs_q, inputs_kv, valid_lens=jnp.array([1, 8, 3]))
+  with pytest.raises(ValueError, match=r"qkv_features \(10\) must be divisible by num_heads \(4\)"):
+    zoo.MultiHeadAttention(num_heads=4, qkv_features=10).init(jax.random.key(0), inputs_q)
+  with pytest.raises(ValueError, match=r"num_heads \(4\) must be divisible by num_kv_heads \(3\)"):
+    zoo.MultiHeadAttention(num_heads=4, num_kv_heads=3).init(jax.random.key(0), inputs_q)
+  with pytest.raises(ValueError, match="implementation: unknown 'flash'"):
+    zoo.MultiHeadAttention(num_heads=4, implementation="flash").init(jax.random.key(0), inputs_q)
+  with pytest.raises(ValueError, match="score: unknown name 'cosine'"):
+    zoo.MultiHeadAttention(num_heads=4, score="cosine").init(jax.random.key(0), inputs_q)
+  with pytest.raises(ValueError, match="only score='scaled_dot', got score='additive'"):
+    zoo.MultiHeadAttention(num_heads=4, score="additive", implementation="fused").init(
+        jax.random.key(0), inputs_q)
+
+
+def test_fused_refuses_weights_and_dropout():
+  inputs_q, inputs_kv, _ = _inputs()
+  fused = _zoo_mha(implementation="fused", dropout_rate=0.1)
+  variables = _variables(fused, inputs_q, inputs_kv)
+  with pytest.raises(ValueError, match="return_weights=True: implementation='fused'"):
+    fused.apply(variables, inputs_q, inputs_kv, return_weights=True)
+  with pytest.raises(ValueError, match="no attention dropout"):
+    fused.apply(variables, inputs_q, inputs_kv, deterministic=False,
+                rngs={"dropout": jax.random.key(1)})
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_jit_no_retrace_grad_and_batching(implementation):
+  inputs_q, inputs_kv, mask = _inputs(seed=16)
+  mha = _zoo_mha(implementation=implementation)
+  variables = _variables(mha, inputs_q, inputs_kv)
+  lens = jnp.array([3, 7, 5])
+  chex.clear_trace_counter()
+
+  def attend(variables, inputs_q, inputs_kv, lens):
+    return mha.apply(variables, inputs_q, inputs_kv, mask=mask, valid_lens=lens)
+
+  @jax.jit
+  @chex.assert_max_traces(n=1)
+  def loss(variables, inputs_q, inputs_kv, lens):
+    return jnp.sum(attend(variables, inputs_q, inputs_kv, lens) ** 2)
+
+  eager = loss(variables, inputs_q, inputs_kv, lens)
+  loss(variables, inputs_q + 1.0, inputs_kv, lens[::-1])  # equal shapes: no second trace
+  grads = jax.grad(loss)(variables, inputs_q, inputs_kv, lens)
+  chex.assert_trees_all_equal_shapes(grads, variables)
+  chex.assert_tree_all_finite(grads)
+  assert all(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(grads))
+  # An extra leading axis mapped with jax.vmap equals applying to each slice.
+  stacked_q = jnp.stack([inputs_q, -inputs_q])  # (2, B, Q, D)
+  mapped = jax.jit(jax.vmap(lambda x: attend(variables, x, inputs_kv, lens)))(stacked_q)
+  np.testing.assert_allclose(mapped[1], jax.jit(attend)(variables, -inputs_q, inputs_kv, lens),
+                             rtol=1e-5, atol=1e-6)
+  assert np.isfinite(float(eager))
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_bfloat16_compute_float32_params_and_empty_rows_finite(implementation):
+  inputs_q, inputs_kv, mask, valid_lens = _fully_masked_case()
+  f32 = _zoo_mha(implementation=implementation)
+  bf16 = _zoo_mha(implementation=implementation, dtype=jnp.bfloat16)
+  variables = _variables(bf16, inputs_q, inputs_kv)
+  assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(variables))
+  apply = lambda mha, v: mha.apply(v, inputs_q, inputs_kv, mask=mask, valid_lens=valid_lens)
+
+  @jax.jit
+  def run(variables):  # one compilation
+    loss = lambda v: jnp.sum(apply(bf16, v).astype(jnp.float32) ** 2)
+    return apply(bf16, variables), apply(f32, variables), jax.grad(loss)(variables)
+
+  out, expected, grads = run(variables)
+  assert out.dtype == jnp.bfloat16
+  chex.assert_tree_all_finite(out)
+  np.testing.assert_allclose(np.asarray(out, np.float32), expected, atol=0.06)
+  chex.assert_tree_all_finite(grads)

@@ -1,0 +1,333 @@
+"""Multi-head attention: the attention of one head is a pure function, multi-head is that function
+vmapped over the head axis and the batch axis.
+
+One head maps queries (Q, Dh), keys (K, Dh), values (K, Dh) and a mask (Q, K) to an output (Q, Dh)
+and weights (Q, K) (`head_attention`). `MultiHeadAttention` projects the inputs into H heads, maps
+that function over heads and examples (`jax.vmap` for the parameter-free scores 'dot' and
+'scaled_dot'; `nn.vmap` with `variable_axes={'params': 0}` for scores that own parameters, so every
+head gets its own), and projects the heads back. Its parameters are laid out exactly like
+`flax.linen.MultiHeadDotProductAttention`, so a params tree moves between the two.
+
+With `implementation='fused'` the scaled-dot score runs through `jax.nn.dot_product_attention` (XLA,
+or cuDNN flash attention on GPU where dtype and shapes allow) instead of the explicit vmap.
+
+With `decode=True` the module keeps a key/value cache in the 'cache' collection for incremental
+decoding; see `MultiHeadAttention.__call__`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from zoo import _checks
+from zoo import attention
+from zoo import masking
+from zoo import scoring
+
+Dtype = Any
+Initializer = Callable[..., jax.Array]
+
+IMPLEMENTATIONS: tuple[str, ...] = ("vmap", "fused")
+
+# Scores without parameters are plain functions and map over heads with jax.vmap.
+_PARAMETER_FREE_SCORES: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
+    "dot": scoring.dot_score,
+    "scaled_dot": scoring.scaled_dot_score,
+}
+
+
+def attend(scores: jax.Array, values: jax.Array, mask: jax.Array | None = None,
+           keep: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+  """Pools one head's values with the masked softmax of its scores.
+
+  Args:
+    scores: float (Q, K).
+    values: (K, Dh).
+    mask: bool (Q, K), True = may attend, or None.
+    keep: dropout multipliers (Q, K) (0 where dropped, 1 / (1 - rate) elsewhere), or None.
+
+  Returns:
+    (out (Q, Dh), weights (Q, K)); the weights are the ones before dropout. A query with nothing to
+    attend to has zero weights and a zero output.
+  """
+  weights = masking.softmax_where(scores, mask)
+  pooling = weights if keep is None else weights * keep.astype(weights.dtype)
+  return pooling @ values, weights
+
+
+def head_attention(score: Callable[[jax.Array, jax.Array], jax.Array], q: jax.Array, k: jax.Array,
+                   v: jax.Array, mask: jax.Array | None = None,
+                   keep: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+  """The attention of ONE head on one example.
+
+  Args:
+    score: maps q (Q, Dh), k (K, Dh) to scores (Q, K): a pure function, or a bound score module.
+    q: queries (Q, Dh).
+    k: keys (K, Dh).
+    v: values (K, Dh).
+    mask: bool (Q, K), True = may attend, or None.
+    keep: dropout multipliers (Q, K), or None.
+
+  Returns:
+    (out (Q, Dh), weights (Q, K)).
+  """
+  return attend(score(q, k), v, mask, keep)
+
+
+# Axes of the per-example arrays (q (Q, H, Dh), k/v (K, H, Dh), mask/keep (H, Q, K)) that hold the
+# heads, and where the per-head outputs go: out (Q, H, Dh), weights (H, Q, K).
+_HEAD_IN_AXES = (1, 1, 1, 0, 0)
+_HEAD_OUT_AXES = (1, 0)
+
+
+def _map_heads_and_batch_pure(score: Callable) -> Callable:
+  """head_attention over heads, then over the batch, for a parameter-free score."""
+  over_heads = jax.vmap(functools.partial(head_attention, score), in_axes=_HEAD_IN_AXES,
+                        out_axes=_HEAD_OUT_AXES)
+  return jax.vmap(over_heads)
+
+
+def _map_heads_and_batch_module() -> Callable:
+  """head_attention over heads (one set of score parameters each), then over the batch (shared)."""
+  over_heads = nn.vmap(head_attention, in_axes=_HEAD_IN_AXES, out_axes=_HEAD_OUT_AXES,
+                       variable_axes={"params": 0}, split_rngs={"params": True})
+  return nn.vmap(over_heads, variable_axes={"params": None}, split_rngs={"params": False})
+
+
+def _check_mask(mask: jax.Array, target: tuple[int, ...]) -> None:
+  _checks.boolean(mask, "mask")
+  shape = tuple(np.shape(mask))
+  ok = len(shape) <= len(target)
+  if ok:
+    try:
+      ok = jnp.broadcast_shapes(shape, target) == target
+    except ValueError:
+      ok = False
+  if not ok:
+    raise ValueError(f"mask with shape {shape} does not broadcast to the scores (B, H, Q, K) = "
+                     f"{target}")
+
+
+class MultiHeadAttention(nn.Module):
+  """Multi-head attention with any score, vmapped over heads; a drop-in for flax's MHA.
+
+  Parameters (exactly flax.linen.MultiHeadDotProductAttention's layout, with D = inputs_q width,
+  Dkv = inputs_kv width, Dh = qkv_features // num_heads, Hkv = num_kv_heads):
+    query/kernel (D, H, Dh), key/kernel and value/kernel (Dkv, Hkv, Dh), biases (H, Dh) and
+    (Hkv, Dh); out/kernel (H, Dh, D_out), out/bias (D_out,); plus 'score' (each leaf with a leading
+    head axis H) for the scores with parameters ('additive', 'bilinear', 'concat').
+
+  Attributes:
+    num_heads: H.
+    qkv_features: H * Dh, the width of queries, keys and values together; default D.
+    out_features: D_out; default D.
+    score: one of zoo.SCORE_NAMES ('dot', 'scaled_dot', 'additive', 'bilinear', 'concat').
+    score_features: the hidden size of the 'additive' and 'concat' scores (default Dh); must be
+      None for the others.
+    dropout_rate: dropout on the attention weights (active with deterministic=False; it needs a
+      'dropout' rng).
+    use_bias: whether the four projections have biases.
+    num_kv_heads: Hkv for grouped-query attention (default H): query heads h*G ... h*G + G - 1 with
+      G = H // Hkv share key/value head h.
+    implementation: 'vmap' (the explicit per-head function) or 'fused'
+      (jax.nn.dot_product_attention; only for score='scaled_dot', no weights, no dropout).
+    dtype: the dtype of the computation.
+    param_dtype: the dtype parameters are stored in.
+    kernel_init: initializer of all kernels (flax's default).
+    bias_init: initializer of all biases.
+  """
+  num_heads: int
+  qkv_features: int | None = None
+  out_features: int | None = None
+  score: str = "scaled_dot"
+  score_features: int | None = None
+  dropout_rate: float = 0.0
+  use_bias: bool = True
+  num_kv_heads: int | None = None
+  implementation: str = "vmap"
+  dtype: Dtype = jnp.float32
+  param_dtype: Dtype = jnp.float32
+  kernel_init: Initializer = nn.linear.default_kernel_init
+  bias_init: Initializer = nn.initializers.zeros_init()
+
+  def _check_config(self, width: int) -> tuple[int, int, int]:
+    """Returns (H, Hkv, Dh) after checking the hyperparameters against the input width D."""
+    if self.implementation not in IMPLEMENTATIONS:
+      raise ValueError(f"implementation: unknown {self.implementation!r}; known are "
+                       f"{', '.join(IMPLEMENTATIONS)}")
+    scoring.score_class(self.score)  # ValueError for an unknown name
+    if self.implementation == "fused" and self.score != "scaled_dot":
+      raise ValueError(f"implementation='fused' computes only score='scaled_dot', got "
+                       f"score={self.score!r}; use implementation='vmap'")
+    qkv_features = self.qkv_features or width
+    if qkv_features % self.num_heads:
+      raise ValueError(f"qkv_features ({qkv_features}) must be divisible by num_heads "
+                       f"({self.num_heads})")
+    num_kv_heads = self.num_kv_heads or self.num_heads
+    if self.num_heads % num_kv_heads:
+      raise ValueError(f"num_heads ({self.num_heads}) must be divisible by num_kv_heads "
+                       f"({num_kv_heads})")
+    return self.num_heads, num_kv_heads, qkv_features // self.num_heads
+
+  def _projection(self, name: str, heads: int, head_dim: int) -> nn.DenseGeneral:
+    return nn.DenseGeneral(features=(heads, head_dim), axis=-1, use_bias=self.use_bias,
+                           dtype=self.dtype, param_dtype=self.param_dtype,
+                           kernel_init=self.kernel_init, bias_init=self.bias_init, name=name)
+
+  def _cached(self, key: jax.Array,
+              value: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """Writes the new keys/values (B, T, Hkv, Dh) into the cache at cache_index.
+
+    Returns the whole cache (B, max_len, Hkv, Dh) twice and the mask bool (1, 1, T, max_len) that
+    lets new position i see the cached positions <= cache_index + i. On the call that creates the
+    cache (flax's convention: init or a first apply with the full-length input) nothing is written,
+    the inputs are returned unchanged and the mask is None.
+    """
+    initialized = self.has_variable("cache", "cached_key")
+    cached_key = self.variable("cache", "cached_key", jnp.zeros, key.shape, key.dtype)
+    cached_value = self.variable("cache", "cached_value", jnp.zeros, value.shape, value.dtype)
+    cache_index = self.variable("cache", "cache_index", lambda: jnp.array(0, jnp.int32))
+    if not initialized:
+      return key, value, None
+    batch, max_len, kv_heads, head_dim = cached_key.value.shape
+    chunk = key.shape[1]
+    if key.shape != (batch, chunk, kv_heads, head_dim) or chunk > max_len:
+      raise ValueError(f"inputs_q: decoding appends (B, T) = {key.shape[:2]} positions to a cache "
+                       f"of shape (B, max_len, Hkv, Dh) = {cached_key.value.shape}; B must match "
+                       "and T must not exceed max_len")
+    index = cache_index.value
+    cached_key.value = lax.dynamic_update_slice(cached_key.value, key, (0, index, 0, 0))
+    cached_value.value = lax.dynamic_update_slice(cached_value.value, value, (0, index, 0, 0))
+    cache_index.value = index + chunk
+    causal = masking.causal_mask(chunk, max_len, offset=index)  # (T, max_len)
+    return cached_key.value, cached_value.value, causal[None, None]
+
+  def _vmapped(self, query, key, value, mask, dropout: bool) -> tuple[jax.Array, jax.Array]:
+    """head_attention mapped over heads and batch.
+
+    Args:
+      query: (B, Q, H, Dh).
+      key, value: (B, K, Hkv, Dh).
+      mask: bool broadcastable to (B, H, Q, K), or None.
+      dropout: whether to drop attention weights.
+
+    Returns:
+      out (B, Q, H, Dh), weights (B, H, Q, K).
+    """
+    batch, num_q, heads, head_dim = query.shape
+    full = (batch, heads, num_q, key.shape[1])
+    mask = None if mask is None else jnp.broadcast_to(mask, full)
+    keep = None
+    if dropout:
+      kept = jax.random.bernoulli(self.make_rng("dropout"), 1.0 - self.dropout_rate, full)
+      keep = kept.astype(self.dtype) / jnp.asarray(1.0 - self.dropout_rate, self.dtype)
+    groups = heads // key.shape[2]
+    key = jnp.repeat(key, groups, axis=2)  # (B, K, H, Dh): query head h uses kv head h // groups
+    value = jnp.repeat(value, groups, axis=2)  # (B, K, H, Dh)
+    if self.score in _PARAMETER_FREE_SCORES:
+      heads_fn = _map_heads_and_batch_pure(_PARAMETER_FREE_SCORES[self.score])
+      return heads_fn(query, key, value, mask, keep)
+    score = scoring.make_score(self.score, features=self.score_features, dtype=self.dtype,
+                               param_dtype=self.param_dtype, kernel_init=self.kernel_init,
+                               name="score")
+    return _map_heads_and_batch_module()(score, query, key, value, mask, keep)
+
+  @nn.compact
+  def __call__(self, inputs_q: jax.Array, inputs_kv: jax.Array | None = None, *,
+               mask: jax.Array | None = None, valid_lens: jax.Array | None = None,
+               deterministic: bool = True, return_weights: bool = False,
+               decode: bool = False) -> jax.Array | tuple[jax.Array, jax.Array]:
+    """Attends from each query position to the key/value positions.
+
+    Args:
+      inputs_q: float (B, Q, D).
+      inputs_kv: float (B, K, Dkv); None for self-attention (inputs_kv = inputs_q).
+      mask: bool broadcastable to (B, H, Q, K), True = may attend (K = max_len when decoding).
+      valid_lens: int (B,) (or (B, Q)): the number of valid keys; later keys are padding. ANDed with
+        `mask`. When decoding it counts positions of the whole cache.
+      deterministic: False applies dropout to the attention weights.
+      return_weights: also return the weights (not available with implementation='fused').
+      decode: incremental decoding with a key/value cache in the 'cache' collection (cached_key,
+        cached_value (B, max_len, Hkv, Dh), cache_index int32 scalar shared by the batch). The call
+        that creates the cache (init, or an apply without a cache) sizes it from the input, i.e.
+        pass the full-length input then, and computes ordinary attention. Later calls (with
+        mutable=['cache']) append T >= 1 new positions at cache_index: a prefill of any length,
+        then one position per step; new position i attends to all cached positions and causally
+        within the chunk. Queries and new keys must be the same positions (self-attention). The
+        caller keeps cache_index + T <= max_len.
+
+    Returns:
+      out (B, Q, D_out), and with return_weights=True also weights (B, H, Q, K).
+    """
+    _checks.rank(inputs_q, 3, "inputs_q")
+    _checks.floating(inputs_q, "inputs_q")
+    if inputs_kv is None:
+      inputs_kv = inputs_q
+    _checks.rank(inputs_kv, 3, "inputs_kv")
+    _checks.floating(inputs_kv, "inputs_kv")
+    _checks.equal_dim(inputs_q, "inputs_q", 0, inputs_kv, "inputs_kv", 0)
+    if decode:
+      _checks.equal_dim(inputs_q, "inputs_q", 1, inputs_kv, "inputs_kv", 1)
+    heads, kv_heads, head_dim = self._check_config(inputs_q.shape[-1])
+    fused = self.implementation == "fused"
+    if fused and return_weights:
+      raise ValueError("return_weights=True: implementation='fused' does not compute the attention "
+                       "weights; use implementation='vmap'")
+    dropout = self.dropout_rate > 0.0 and not deterministic
+    if fused and dropout:
+      raise ValueError(f"implementation='fused' has no attention dropout (dropout_rate="
+                       f"{self.dropout_rate}, deterministic=False); use implementation='vmap'")
+
+    query = self._projection("query", heads, head_dim)(inputs_q)  # (B, Q, H, Dh)
+    key = self._projection("key", kv_heads, head_dim)(inputs_kv)  # (B, K, Hkv, Dh)
+    value = self._projection("value", kv_heads, head_dim)(inputs_kv)  # (B, K, Hkv, Dh)
+    cache_mask = None
+    if decode:
+      key, value, cache_mask = self._cached(key, value)  # (B, max_len, Hkv, Dh), (1, 1, Q, max_len)
+
+    batch, num_q, num_k = query.shape[0], query.shape[1], key.shape[1]
+    if mask is not None:
+      _check_mask(mask, (batch, heads, num_q, num_k))
+    mask = masking.combine_masks(mask, cache_mask)
+    lens_mask = None
+    if valid_lens is not None:
+      lens_mask = attention.lengths_to_mask(valid_lens, batch, num_q, num_k)  # (B, 1|Q, K)
+      lens_mask = lens_mask[:, None]  # (B, 1, 1|Q, K)
+    if fused:
+      out, weights = self._fused(query, key, value, mask, valid_lens, lens_mask), None
+    else:
+      out, weights = self._vmapped(query, key, value, masking.combine_masks(mask, lens_mask),
+                                   dropout)
+    out = nn.DenseGeneral(features=self.out_features or inputs_q.shape[-1], axis=(-2, -1),
+                          use_bias=self.use_bias, dtype=self.dtype, param_dtype=self.param_dtype,
+                          kernel_init=self.kernel_init, bias_init=self.bias_init,
+                          name="out")(out)  # (B, Q, D_out)
+    return (out, weights) if return_weights else out
+
+  def _fused(self, query, key, value, mask, valid_lens, lens_mask) -> jax.Array:
+    """query (B, Q, H, Dh), key/value (B, K, Hkv, Dh), masks broadcastable to (B, H, Q, K)
+    -> (B, Q, H, Dh) via jax.nn.dot_product_attention."""
+    combined = masking.combine_masks(mask, lens_mask)
+    lens = None
+    if valid_lens is not None and valid_lens.ndim == 1:
+      lens = valid_lens.astype(jnp.int32)  # key padding as lengths, which cuDNN takes natively
+    else:
+      mask = combined
+    if mask is not None:
+      mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)  # rank 4, broadcasts to (B, H, Q, K)
+    out = jax.nn.dot_product_attention(query, key, value, mask=mask, key_value_seq_lengths=lens,
+                                       implementation=None)  # (B, Q, H, Dh)
+    if combined is None:
+      return out
+    # The fused softmax averages the values for a query with no key to attend to; the zoo's
+    # convention is zero weights there, hence a zero output.
+    has_keys = jnp.any(combined, axis=-1, keepdims=True)  # (B?, H?, Q?, 1)
+    has_keys = has_keys.reshape((1,) * (4 - has_keys.ndim) + has_keys.shape)  # rank 4
+    return jnp.where(jnp.swapaxes(has_keys, 1, 2), out, jnp.zeros((), out.dtype))  # (B, Q, H, Dh)
