@@ -44,3 +44,9 @@ from zoo.recurrent import LSTMState
 from zoo.recurrent import lstm_step
 from zoo.recurrent import lstm_update
 from zoo.multihead import MultiHeadAttention
+from zoo.seq2seq import BahdanauDecoder
+from zoo.seq2seq import LuongDecoder
+from zoo.seq2seq import RecurrentEncoder
+from zoo.seq2seq import Seq2Seq
+from zoo.seq2seq import bahdanau_seq2seq
+from zoo.seq2seq import luong_seq2seq

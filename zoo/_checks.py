@@ -93,3 +93,12 @@ def lengths_in_range(lengths, name: str, max_len: int) -> None:
   if values.size and (values.min() < 0 or values.max() > max_len):
     raise ValueError(f"{name} must lie in [0, {max_len}] (the sequence length), got values from "
                      f"{values.min()} to {values.max()}")
+
+
+def sequence_lengths(lengths, name: str, x, x_name: str) -> None:
+  """Checks per-example lengths (B,) of the padded sequences x (B, L, ...): rank 1, integer, the
+  batch size of `x`, and (when concrete) values in [0, L]."""
+  rank(lengths, 1, name)
+  integer(lengths, name)
+  equal_dim(lengths, name, 0, x, x_name, 0)
+  lengths_in_range(lengths, name, np.shape(x)[1])

@@ -314,12 +314,9 @@ class LSTM(nn.Module):
     """
     _checks.rank(x, 3, "x")
     _checks.floating(x, "x")
-    batch, steps = x.shape[:2]
+    batch = x.shape[0]
     if lengths is not None:
-      _checks.rank(lengths, 1, "lengths")
-      _checks.integer(lengths, "lengths")
-      _checks.equal_dim(lengths, "lengths", 0, x, "x", 0)
-      _checks.lengths_in_range(lengths, "lengths", steps)
+      _checks.sequence_lengths(lengths, "lengths", x, "x")
       lengths = jnp.asarray(lengths)
     if initial_state is None:
       initial_state = (None,) * self.num_layers

@@ -1,0 +1,357 @@
+"""LSTM encoder-decoders with attention: Bahdanau (d2l) and Luong with input feeding (Paddle).
+
+Both decoders run a whole target sequence with teacher forcing (`__call__`, a scan over time) and
+expose the single step that greedy and beam search drive (`init_decode_state`, `decode_step`; the
+decoding contract of zoo.search). Both paths run the same step function, so they give the same
+logits. The embedding part of the bottom LSTM layer's input projection is computed for all target
+positions in one matmul before the scan; only the part that depends on the previous step (the
+attention context, or the fed attentional vector) is projected inside it.
+
+  BahdanauDecoder   (d2l's Seq2SeqAttentionDecoder, with an LSTM in place of the GRU)
+    query_t   = h_{t-1} of the top layer
+    context_t = additive attention of query_t over the encoder outputs (padded sources masked)
+    h_t       = LSTM([context_t; embed(y_{t-1})], state_{t-1})
+    logits_t  = W_out h_t + b_out
+
+  LuongDecoder      (the Paddle couplet chapter's decoder cell: Luong attention, input feeding)
+    memory    = input_proj(encoder outputs)                     keys and values, (S, H)
+    h_t       = LSTM([embed(y_{t-1}); a_{t-1}], state_{t-1})    a_0 = 0; dropout on h_t
+    context_t = dot attention of h_t over memory (padded sources masked)
+    a_t       = tanh(output_proj([context_t; h_t]))             the attentional vector, fed back
+    logits_t  = W_out a_t + b_out
+
+Shape letters: B batch, T target length, S source length, E encoder output width, H decoder hidden
+size, V vocabulary, N rows during search (batch or batch * beam).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from zoo import _checks
+from zoo import recurrent
+from zoo.attention import Attention
+from zoo.recurrent import LSTMState
+
+Dtype = Any
+
+
+class BahdanauState(NamedTuple):
+  """Decoding state of `BahdanauDecoder`; every leaf has leading axis N.
+
+  Attributes:
+    lstm: tuple of num_layers LSTMState(h (N, H), c (N, H)), float32, bottom layer first.
+    enc_outputs: (N, S, E), the keys and values of the attention.
+    src_lens: int (N,), the number of real source tokens.
+  """
+  lstm: tuple[LSTMState, ...]
+  enc_outputs: jax.Array
+  src_lens: jax.Array
+
+
+class LuongState(NamedTuple):
+  """Decoding state of `LuongDecoder`; every leaf has leading axis N.
+
+  Attributes:
+    lstm: tuple of num_layers LSTMState(h (N, H), c (N, H)), float32, bottom layer first.
+    feed: (N, H), the previous attentional vector (zeros before the first step).
+    memory: (N, S, H), the projected encoder outputs (keys and values of the attention).
+    src_lens: int (N,), the number of real source tokens.
+  """
+  lstm: tuple[LSTMState, ...]
+  feed: jax.Array
+  memory: jax.Array
+  src_lens: jax.Array
+
+
+def _check_source(enc_outputs, src_lens) -> None:
+  _checks.rank(enc_outputs, 3, "enc_outputs")
+  _checks.floating(enc_outputs, "enc_outputs")
+  _checks.sequence_lengths(src_lens, "src_lens", enc_outputs, "enc_outputs")
+
+
+def _check_tokens(tokens, rank: int, name: str) -> None:
+  _checks.rank(tokens, rank, name)
+  _checks.integer(tokens, name)
+
+
+class _Sizes(nn.Module):
+  """The fields shared by the encoder and the decoders.
+
+  Attributes:
+    vocab_size: V, the number of token ids (embedding rows; decoders also produce V logits).
+    embed_dim: the width of the token embeddings.
+    hidden_size: H, the LSTM state width (a decoder seeded with an encoder's final state needs the
+      encoder's state width).
+    num_layers: the number of LSTM layers.
+    dropout_rate: dropout between LSTM layers (decoders also use it as they document).
+    dtype: the dtype of the computation and of the outputs.
+    param_dtype: the dtype parameters are stored in.
+  """
+  vocab_size: int
+  embed_dim: int
+  hidden_size: int
+  num_layers: int = 1
+  dropout_rate: float = 0.0
+  dtype: Dtype = jnp.float32
+  param_dtype: Dtype = jnp.float32
+
+  def _embedding(self, **kwargs) -> nn.Embed:
+    return nn.Embed(self.vocab_size, self.embed_dim, dtype=self.dtype,
+                    param_dtype=self.param_dtype, **kwargs)
+
+  def _lstm(self, bidirectional: bool = False, **kwargs) -> recurrent.LSTM:
+    return recurrent.LSTM(self.hidden_size, self.num_layers, self.dropout_rate, bidirectional,
+                          dtype=self.dtype, param_dtype=self.param_dtype, **kwargs)
+
+
+class _AttentionDecoder(_Sizes):
+  """What both decoders share: the embedding, the LSTM, the output layer, teacher forcing and the
+  decoding step. A subclass adds its attention in `setup` and defines
+    _initial_state(enc_outputs (B, S, E), src_lens (B,), lstm_state) -> its state NamedTuple, and
+    _step(state, embed_gates (N, 4H), deterministic) -> (vector (N, H), weights (N, S), state),
+  where embed_gates is the bottom LSTM layer's input projection of the token embeddings and
+  `vector` is what the output layer reads. Fields: see `_Sizes` (vocab_size is the target's).
+  """
+
+  def setup(self):
+    self.embedding = self._embedding()
+    self.lstm = self._lstm()
+    self.output = nn.Dense(self.vocab_size, dtype=self.dtype, param_dtype=self.param_dtype)
+
+  def _dense(self, features: int, use_bias: bool = True) -> nn.Dense:
+    return nn.Dense(features, use_bias=use_bias, dtype=self.dtype, param_dtype=self.param_dtype)
+
+  def init_decode_state(self, enc_outputs: jax.Array, src_lens: jax.Array,
+                        enc_final_state: Sequence[LSTMState] | None = None):
+    """Builds the state before the first target token.
+
+    Args:
+      enc_outputs: float (B, S, E), the encoder outputs (zero or anything at padded positions).
+      src_lens: int (B,), the number of real source tokens (the attention masks the rest).
+      enc_final_state: the initial LSTM state, a tuple of num_layers pairs (h (B, H), c (B, H)),
+        usually the encoder's final state; None for zeros.
+
+    Returns:
+      the decoder's state NamedTuple; every leaf has leading axis B.
+    """
+    _check_source(enc_outputs, src_lens)
+    batch = enc_outputs.shape[0]
+    if enc_final_state is None:
+      lstm_state = recurrent.zero_states(self.num_layers, batch, self.hidden_size)
+    else:
+      lstm_state = recurrent.check_states(enc_final_state, "enc_final_state", self.num_layers,
+                                          batch, self.hidden_size)
+      lstm_state = tuple(LSTMState(*(jnp.asarray(s, jnp.float32) for s in pair))
+                         for pair in lstm_state)
+    return self._initial_state(jnp.asarray(enc_outputs, self.dtype), jnp.asarray(src_lens),
+                               lstm_state)
+
+  def decode_step(self, state, tokens: jax.Array) -> tuple[jax.Array, Any]:
+    """One decoding step (the zoo.search step interface; no dropout).
+
+    Args:
+      state: from `init_decode_state` or the previous step; leaves have leading axis N.
+      tokens: int (N,), the previous output token of each row (bos first).
+
+    Returns:
+      logits (N, V) in `dtype`, and the new state (same structure, shapes and dtypes).
+    """
+    _check_tokens(tokens, 1, "tokens")
+    _checks.equal_dim(tokens, "tokens", 0, state.src_lens, "state.src_lens", 0)
+    vector, _, state = self._step(state, self.lstm.input_gates(self.embedding(tokens)), True)
+    return self.output(vector), state
+
+  def __call__(self, tokens: jax.Array, enc_outputs: jax.Array, src_lens: jax.Array,
+               init_state: Sequence[LSTMState] | None = None, *,
+               deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
+    """Runs a whole target sequence with teacher forcing.
+
+    Args:
+      tokens: int (B, T), the decoder inputs (bos followed by the target without its last token).
+      enc_outputs: float (B, S, E), the encoder outputs.
+      src_lens: int (B,), the number of real source tokens.
+      init_state: the initial LSTM state (see `init_decode_state`), usually the encoder's final
+        state; None for zeros.
+      deterministic: disables dropout (training needs a 'dropout' rng otherwise).
+
+    Returns:
+      logits (B, T, V) in `dtype`, and the attention weights (B, T, S) (zero at padded source
+      positions, rows summing to 1 when the source is not empty).
+    """
+    _check_tokens(tokens, 2, "tokens")
+    _check_source(enc_outputs, src_lens)
+    _checks.equal_dim(tokens, "tokens", 0, enc_outputs, "enc_outputs", 0)
+    state = self.init_decode_state(enc_outputs, src_lens, init_state)
+    embed_gates = self.lstm.input_gates(self.embedding(tokens))  # (B, T, 4H), one matmul
+
+    def body(decoder, state, gates_t):
+      vector, weights, state = decoder._step(state, gates_t, deterministic)
+      return state, (vector, weights)
+
+    scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False, "dropout": True},
+                   in_axes=1, out_axes=1)
+    _, (vectors, weights) = scan(self, state, embed_gates)  # (B, T, H), (B, T, S)
+    return self.output(vectors), weights
+
+
+class BahdanauDecoder(_AttentionDecoder):
+  """d2l's attention decoder: the previous top hidden state queries the encoder outputs.
+
+  At each step the top layer's previous h (the encoder's final h before the first step) scores
+  the encoder outputs with additive attention (hidden size H, d2l's AdditiveAttention), masked by
+  `src_lens`, with dropout `dropout_rate` on the weights in training; the context (E,) joins the
+  token embedding as the bottom LSTM layer's input; a dense layer maps the top output to logits.
+  Fields as in `_AttentionDecoder`.
+
+  Parameters: embedding (V, E_t); lstm (see zoo.LSTM); attention/scorer (w_q (H, H), w_k (E, H),
+  v (H,)); context_gates/kernel (E, 4H), the context's rows of the bottom layer's W_ih (in PyTorch
+  terms, d2l feeds [context; embedding], so its weight_ih_l0.T is context_gates/kernel stacked on
+  lstm/layers_0/input/kernel[:, 0]); output (H, V) and bias.
+  """
+
+  def setup(self):
+    super().setup()
+    self.attention = Attention("additive", score_features=self.hidden_size,
+                               dropout_rate=self.dropout_rate, dtype=self.dtype,
+                               param_dtype=self.param_dtype)
+    self.context_gates = self._dense(4 * self.hidden_size, use_bias=False)
+
+  def _initial_state(self, enc_outputs, src_lens, lstm_state):
+    return BahdanauState(lstm_state, enc_outputs, src_lens)
+
+  def _step(self, state: BahdanauState, embed_gates, deterministic):
+    query = state.lstm[-1].h.astype(self.dtype)[:, None, :]  # (N, 1, H)
+    context, weights = self.attention(query, state.enc_outputs, state.enc_outputs, state.src_lens,
+                                      deterministic=deterministic)  # (N, 1, E), (N, 1, S)
+    gates = embed_gates + self.context_gates(context[:, 0])  # (N, 4H)
+    top, lstm_state = self.lstm.step_gates(state.lstm, gates, deterministic=deterministic)
+    return top, weights[:, 0], state._replace(lstm=lstm_state)
+
+
+class LuongDecoder(_AttentionDecoder):
+  """The Paddle couplet chapter's decoder: Luong attention with input feeding.
+
+  The bottom LSTM layer reads [embedding; previous attentional vector]; the top output (after
+  dropout, as after every layer) queries input_proj(encoder outputs) with a dot score, masked by
+  `src_lens`; tanh(output_proj([context; top output])) is the attentional vector, which gives the
+  logits and is fed to the next step. Fields as in `_AttentionDecoder`.
+
+  Parameters: embedding (V, E_t); lstm (see zoo.LSTM); feed_gates/kernel (H, 4H), the fed
+  vector's rows of the bottom layer's W_ih (Paddle feeds [embedding; feed], so its first LSTM
+  cell's input weight is lstm/layers_0/input/kernel[:, 0] stacked on feed_gates/kernel);
+  input_proj (E, H) and bias; output_proj (2H, H) and bias; output (H, V) and bias.
+  """
+
+  def setup(self):
+    super().setup()
+    self.feed_gates = self._dense(4 * self.hidden_size, use_bias=False)
+    self.input_proj = self._dense(self.hidden_size)
+    self.attention = Attention("dot", dtype=self.dtype, param_dtype=self.param_dtype)
+    self.output_proj = self._dense(self.hidden_size)
+    self.dropout = nn.Dropout(self.dropout_rate)
+
+  def _initial_state(self, enc_outputs, src_lens, lstm_state):
+    memory = self.input_proj(enc_outputs)  # (B, S, H), once for all steps
+    feed = jnp.zeros((enc_outputs.shape[0], self.hidden_size), self.dtype)
+    return LuongState(lstm_state, feed, memory, src_lens)
+
+  def _step(self, state: LuongState, embed_gates, deterministic):
+    gates = embed_gates + self.feed_gates(state.feed)  # (N, 4H)
+    top, lstm_state = self.lstm.step_gates(state.lstm, gates, deterministic=deterministic)
+    top = self.dropout(top, deterministic=deterministic)  # (N, H)
+    context, weights = self.attention(top[:, None, :], state.memory, state.memory,
+                                      state.src_lens)  # (N, 1, H), (N, 1, S)
+    vector = jnp.tanh(self.output_proj(jnp.concatenate([context[:, 0], top], axis=-1)))  # (N, H)
+    return vector, weights[:, 0], state._replace(lstm=lstm_state, feed=vector)
+
+
+class RecurrentEncoder(_Sizes):
+  """Token embedding followed by a (multi-layer) LSTM, the encoder of d2l's and Paddle's seq2seq.
+
+  Fields: see `_Sizes` (vocab_size is the source's), and
+    bidirectional: a BiLSTM (outputs and states 2H wide; a decoder seeded by its final state then
+      needs hidden size 2H).
+  """
+  bidirectional: bool = False
+
+  @nn.compact
+  def __call__(self, src: jax.Array, src_lens: jax.Array | None = None, *,
+               deterministic: bool = True) -> tuple[jax.Array, tuple[LSTMState, ...]]:
+    """Encodes padded source tokens.
+
+    Args:
+      src: int (B, S).
+      src_lens: int (B,), real tokens per row; None when all S are real.
+      deterministic: disables dropout.
+
+    Returns:
+      outputs (B, S, W) (zero at padded positions) and the final state, a tuple of num_layers
+      LSTMState(h (B, W), c (B, W)), with W = H (2H when bidirectional).
+    """
+    _check_tokens(src, 2, "src")
+    embedded = self._embedding(name="embedding")(src)  # (B, S, embed_dim)
+    lstm = self._lstm(self.bidirectional, name="lstm")
+    return lstm(embedded, src_lens, deterministic=deterministic)
+
+
+class Seq2Seq(nn.Module):
+  """An encoder and an attention decoder; thin glue that also exposes the decoding step.
+
+  Attributes:
+    encoder: maps (src (B, S), src_lens (B,), deterministic=...) to (outputs, final state), e.g.
+      RecurrentEncoder.
+    decoder: BahdanauDecoder or LuongDecoder (or anything with their methods).
+  """
+  encoder: nn.Module
+  decoder: nn.Module
+
+  def encode(self, src: jax.Array, src_lens: jax.Array, *, deterministic: bool = True):
+    """src int (B, S), src_lens int (B,) -> (enc_outputs (B, S, E), final state)."""
+    return self.encoder(src, src_lens, deterministic=deterministic)
+
+  def __call__(self, src: jax.Array, src_lens: jax.Array, tokens: jax.Array, *,
+               deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
+    """Teacher forcing: src (B, S), src_lens (B,), decoder inputs tokens (B, T) ->
+    (logits (B, T, V), attention weights (B, T, S))."""
+    enc_outputs, final_state = self.encode(src, src_lens, deterministic=deterministic)
+    return self.decoder(tokens, enc_outputs, src_lens, final_state, deterministic=deterministic)
+
+  def init_decode_state(self, src: jax.Array, src_lens: jax.Array):
+    """Encodes the sources and returns the decoder's state before the first token (leading B)."""
+    enc_outputs, final_state = self.encode(src, src_lens)
+    return self.decoder.init_decode_state(enc_outputs, src_lens, final_state)
+
+  def decode_step(self, state, tokens: jax.Array) -> tuple[jax.Array, Any]:
+    """tokens int (N,) -> (logits (N, V), new state); the zoo.search step interface."""
+    return self.decoder.decode_step(state, tokens)
+
+
+def _seq2seq(decoder_cls, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int,
+             hidden_size: int, num_layers: int, dropout_rate: float, dtype: Dtype,
+             param_dtype: Dtype) -> Seq2Seq:
+  sizes = dict(embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
+               dropout_rate=dropout_rate, dtype=dtype, param_dtype=param_dtype)
+  return Seq2Seq(RecurrentEncoder(src_vocab_size, **sizes), decoder_cls(tgt_vocab_size, **sizes))
+
+
+def bahdanau_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, hidden_size: int,
+                     num_layers: int = 1, dropout_rate: float = 0.0, dtype: Dtype = jnp.float32,
+                     param_dtype: Dtype = jnp.float32) -> Seq2Seq:
+  """d2l's seq2seq with Bahdanau attention: RecurrentEncoder + BahdanauDecoder of equal sizes
+  (d2l 10.4 uses embed_dim 32, hidden_size 32, num_layers 2, dropout_rate 0.1)."""
+  return _seq2seq(BahdanauDecoder, src_vocab_size, tgt_vocab_size, embed_dim, hidden_size,
+                  num_layers, dropout_rate, dtype, param_dtype)
+
+
+def luong_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, hidden_size: int,
+                  num_layers: int = 1, dropout_rate: float = 0.0, dtype: Dtype = jnp.float32,
+                  param_dtype: Dtype = jnp.float32) -> Seq2Seq:
+  """The Paddle couplet chapter's model: RecurrentEncoder + LuongDecoder of equal sizes (the
+  chapter uses hidden_size 256, num_layers 2, dropout_rate 0.2)."""
+  return _seq2seq(LuongDecoder, src_vocab_size, tgt_vocab_size, embed_dim, hidden_size,
+                  num_layers, dropout_rate, dtype, param_dtype)
