@@ -132,6 +132,8 @@ def _check_same_source(b: tfds.core.GeneratorBasedBuilder, source) -> None:
   if source is None:
     return
   path = Path(source).expanduser()
+  if path.is_dir():
+    path = sources.locate_in_folder(b.name, path) or path
   meta = b.info.metadata or {}
   recorded = Path(str(meta.get("source")))
   if path.is_file() and recorded.name and (

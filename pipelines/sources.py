@@ -172,7 +172,7 @@ def _missing_message(name: str, data_dir: Path) -> str:
           f"path as source (--source PATH) or put it at {manual_dir(data_dir) / canon.filename}")
 
 
-def _locate_in_folder(name: str, folder: Path) -> Path | None:
+def locate_in_folder(name: str, folder: Path) -> Path | None:
   """The extracted tree or the canonical archive of dataset `name` inside `folder`, or None."""
   canon = CANONICAL[name]
   for tree in (folder, folder / canon.top):
@@ -212,7 +212,7 @@ def resolve(name: str, source: str | os.PathLike | None, *, data_dir: str | os.P
     if not path.exists():
       raise SourceError(f"{name} source {path} does not exist. " + _missing_message(name, data_dir))
     if path.is_dir():
-      found = _locate_in_folder(name, path)
+      found = locate_in_folder(name, path)
       if found is None:
         raise SourceError(
             f"{path} holds neither the extracted {name} layout (no {canon.marker}) nor "
