@@ -18,6 +18,7 @@ attention context, or the fed attentional vector) is projected inside it.
     h_t       = LSTM([embed(y_{t-1}); a_{t-1}], state_{t-1})    a_0 = 0; dropout on h_t
     context_t = dot attention of h_t over memory (padded sources masked)
     a_t       = tanh(output_proj([context_t; h_t]))             the attentional vector, fed back
+                                                                (the Paddle chapter has no tanh)
     logits_t  = W_out a_t + b_out
 
 Shape letters: B batch, T target length, S source length, E encoder output width, H decoder hidden
@@ -26,7 +27,7 @@ size, V vocabulary, N rows during search (batch or batch * beam).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import flax.linen as nn
 import jax
@@ -239,13 +240,17 @@ class LuongDecoder(_AttentionDecoder):
   The bottom LSTM layer reads [embedding; previous attentional vector]; the top output (after
   dropout, as after every layer) queries input_proj(encoder outputs) with a dot score, masked by
   `src_lens`; tanh(output_proj([context; top output])) is the attentional vector, which gives the
-  logits and is fed to the next step. Fields as in `_AttentionDecoder`.
+  logits and is fed to the next step. Fields: see `_Sizes`, and
+    output_activation: applied to output_proj's result; tanh (Luong et al.'s attentional vector)
+      by default. The Paddle chapter applies none: pass None to reproduce it exactly.
 
   Parameters: embedding (V, E_t); lstm (see zoo.LSTM); feed_gates/kernel (H, 4H), the fed
   vector's rows of the bottom layer's W_ih (Paddle feeds [embedding; feed], so its first LSTM
   cell's input weight is lstm/layers_0/input/kernel[:, 0] stacked on feed_gates/kernel);
   input_proj (E, H) and bias; output_proj (2H, H) and bias; output (H, V) and bias.
   """
+
+  output_activation: Callable[[jax.Array], jax.Array] | None = jnp.tanh
 
   def setup(self):
     super().setup()
@@ -266,7 +271,9 @@ class LuongDecoder(_AttentionDecoder):
     top = self.dropout(top, deterministic=deterministic)  # (N, H)
     context, weights = self.attention(top[:, None, :], state.memory, state.memory,
                                       state.src_lens)  # (N, 1, H), (N, 1, S)
-    vector = jnp.tanh(self.output_proj(jnp.concatenate([context[:, 0], top], axis=-1)))  # (N, H)
+    vector = self.output_proj(jnp.concatenate([context[:, 0], top], axis=-1))  # (N, H)
+    if self.output_activation is not None:
+      vector = self.output_activation(vector)
     return vector, weights[:, 0], state._replace(lstm=lstm_state, feed=vector)
 
 
@@ -333,10 +340,11 @@ class Seq2Seq(nn.Module):
 
 def _seq2seq(decoder_cls, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int,
              hidden_size: int, num_layers: int, dropout_rate: float, dtype: Dtype,
-             param_dtype: Dtype) -> Seq2Seq:
+             param_dtype: Dtype, **decoder_fields) -> Seq2Seq:
   sizes = dict(embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
                dropout_rate=dropout_rate, dtype=dtype, param_dtype=param_dtype)
-  return Seq2Seq(RecurrentEncoder(src_vocab_size, **sizes), decoder_cls(tgt_vocab_size, **sizes))
+  return Seq2Seq(RecurrentEncoder(src_vocab_size, **sizes),
+                 decoder_cls(tgt_vocab_size, **sizes, **decoder_fields))
 
 
 def bahdanau_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, hidden_size: int,
@@ -350,8 +358,12 @@ def bahdanau_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, h
 
 def luong_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, hidden_size: int,
                   num_layers: int = 1, dropout_rate: float = 0.0, dtype: Dtype = jnp.float32,
-                  param_dtype: Dtype = jnp.float32) -> Seq2Seq:
+                  param_dtype: Dtype = jnp.float32,
+                  output_activation: Callable[[jax.Array], jax.Array] | None = jnp.tanh
+                  ) -> Seq2Seq:
   """The Paddle couplet chapter's model: RecurrentEncoder + LuongDecoder of equal sizes (the
-  chapter uses hidden_size 256, num_layers 2, dropout_rate 0.2)."""
+  chapter uses embed_dim = hidden_size = 256, num_layers 2, dropout_rate 0.2, and
+  output_activation None)."""
   return _seq2seq(LuongDecoder, src_vocab_size, tgt_vocab_size, embed_dim, hidden_size,
-                  num_layers, dropout_rate, dtype, param_dtype)
+                  num_layers, dropout_rate, dtype, param_dtype,
+                  output_activation=output_activation)

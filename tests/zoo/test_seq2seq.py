@@ -68,7 +68,7 @@ def _np_bahdanau(p, tokens, enc, n, state):
   return np.stack(logits), np.stack(weights)
 
 
-def _np_luong(p, tokens, enc, n, state):
+def _np_luong(p, tokens, enc, n, state, activation=np.tanh):
   memory = enc @ p["input_proj"]["kernel"] + p["input_proj"]["bias"]  # (S, H)
   feed, logits, weights = np.zeros(H), [], []
   for token in tokens:
@@ -76,8 +76,8 @@ def _np_luong(p, tokens, enc, n, state):
     state = _np_lstm_stack(p["lstm"], gates, state)
     top = state[-1][0]
     w = _np_masked_softmax(memory @ top, n)
-    feed = np.tanh(np.concatenate([w @ memory, top]) @ p["output_proj"]["kernel"]
-                   + p["output_proj"]["bias"])
+    feed = activation(np.concatenate([w @ memory, top]) @ p["output_proj"]["kernel"]
+                      + p["output_proj"]["bias"])
     logits.append(feed @ p["output"]["kernel"] + p["output"]["bias"])
     weights.append(w)
   return np.stack(logits), np.stack(weights)
@@ -122,6 +122,17 @@ def test_shapes_and_numpy_reference(decoder):
         p, np.asarray(tokens[b]), np.asarray(enc_outputs[b], np.float64), src_lens[b], state)
     np.testing.assert_allclose(logits[b], want_logits, atol=2e-5, rtol=1e-5)
     np.testing.assert_allclose(weights[b], want_weights, atol=1e-6)
+
+
+def test_luong_without_output_activation_as_in_the_paddle_chapter():
+  _, model, variables, _, (tokens, enc_outputs, src_lens, init_state) = _make_decoder("luong")
+  linear = model.clone(output_activation=None)
+  logits, _ = jax.jit(linear.apply)(variables, tokens, enc_outputs, src_lens, init_state)
+  state = [(np.asarray(s.h[1], np.float64), np.asarray(s.c[1], np.float64)) for s in init_state]
+  want, _ = _np_luong(_np(variables["params"]), np.asarray(tokens[1]),
+                      np.asarray(enc_outputs[1], np.float64), src_lens[1], state,
+                      activation=lambda x: x)
+  np.testing.assert_allclose(logits[1], want, atol=2e-5, rtol=1e-5)
 
 
 def test_weights_mask_padded_sources_which_do_not_matter(decoder):
