@@ -125,7 +125,7 @@ def plot_attention(weights, x_tokens: Sequence[str], y_tokens: Sequence[str] | N
                      f"(Q = {q_len} rows)")
   labels = list(x_tokens) + list(y_tokens or [])
   font = None
-  if any(_is_cjk(str(t)) for t in labels):
+  if any(_is_cjk(str(t)) for t in labels + [title or ""]):
     font = cjk_font()
     if font is None:
       warnings.warn("no CJK font is installed (tried: " + ", ".join(CJK_FONTS[:3]) + ", ...); the "
@@ -138,8 +138,10 @@ def plot_attention(weights, x_tokens: Sequence[str], y_tokens: Sequence[str] | N
   image = ax.imshow(weights, cmap=cmap, aspect="auto", vmin=0.0)
   fontdict = {"family": font} if font else None
   ax.set_xticks(range(k_len))
-  ax.set_xticklabels([str(t) for t in x_tokens], rotation=60 if k_len > 8 else 0,
-                     ha="right" if k_len > 8 else "center", fontdict=fontdict)
+  # Slant the key labels when they would run into each other side by side.
+  slant = k_len > 8 or max(len(str(t)) for t in x_tokens) > 6
+  ax.set_xticklabels([str(t) for t in x_tokens], rotation=45 if slant else 0,
+                     ha="right" if slant else "center", rotation_mode="anchor", fontdict=fontdict)
   ax.set_yticks(range(q_len))
   if y_tokens is not None:
     ax.set_yticklabels([str(t) for t in y_tokens], fontdict=fontdict)
@@ -149,17 +151,18 @@ def plot_attention(weights, x_tokens: Sequence[str], y_tokens: Sequence[str] | N
   if y_tokens is not None or q_len > 1:
     ax.set_ylabel(ylabel)
   if title:
-    ax.set_title(title)
+    ax.set_title(title, fontdict=fontdict)
   fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-  fig.tight_layout()
   with warnings.catch_warnings():
-    # Without a CJK font matplotlib warns once per missing glyph; the single warning above suffices.
+    # Without a CJK font matplotlib warns once per missing glyph (when laying out and drawing); the
+    # single warning above says it all.
     warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from")
+    fig.tight_layout()
     return _save(fig, out_path)
 
 
 def _save(fig, out_path: str) -> str:
   directory = os.path.dirname(os.path.abspath(out_path))
   os.makedirs(directory, exist_ok=True)
-  fig.savefig(out_path, dpi=120)
+  fig.savefig(out_path, dpi=120, bbox_inches="tight", pad_inches=0.1)
   return out_path

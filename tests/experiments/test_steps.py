@@ -15,6 +15,8 @@ from experiments.parallel import DataParallel
 from experiments.train_state import TrainState
 from experiments.train_state import make_optimizer
 
+engine_toy.enable_compilation_cache()
+
 
 def _setup(overrides=(), devices=None):
   cfg = config_lib.override(engine_toy.toy_config(), overrides)

@@ -1,0 +1,77 @@
+"""The command line, run in-process on the toy experiment."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+import engine_toy
+from experiments import metrics_log
+from experiments import registry
+from experiments.__main__ import main
+
+engine_toy.enable_compilation_cache()
+
+
+def _fails(argv, capsys) -> str:
+  with pytest.raises(SystemExit) as info:
+    main(argv)
+  assert info.value.code == 2
+  return capsys.readouterr().err
+
+
+def test_train_stop_resume_evaluate_predict(tmp_path, capsys):
+  workdir = str(tmp_path / "run")
+  train = ["train", "toy", "--workdir", workdir, "--set", "epochs=1", "--set", "log_every=5"]
+  # SIGTERM while batch 2 is drawn: a checkpoint is saved and the exit status is 128 + 15.
+  assert main(train + ["--set", "data.signal_at_batch=2"]) == 128 + signal.SIGTERM
+  assert "Stopped by SIGTERM" in capsys.readouterr().out
+  assert not os.path.exists(os.path.join(workdir, metrics_log.RESULTS_FILE))
+  assert main(train) == 0
+  out = capsys.readouterr().out
+  assert "Resuming" in out and "data.signal_at_batch: 2 -> None" in out
+  with open(os.path.join(workdir, metrics_log.RESULTS_FILE)) as f:
+    results = json.load(f)
+  assert results["steps"] == 5 and results["model"] == "mlp"
+
+  assert main(["evaluate", "--workdir", workdir, "--split", "test"]) == 0
+  evaluated = json.loads(capsys.readouterr().out)
+  assert evaluated["metrics"] == pytest.approx(results["test"], rel=1e-6)
+
+  heatmap = str(tmp_path / "weights.png")
+  assert main(["predict", "toy", "1 2 3", "9 10 11 12", "--workdir", workdir,
+               "--heatmap", heatmap]) == 0
+  lines = capsys.readouterr().out.strip().splitlines()
+  assert [line.split("\t")[0] for line in lines] == ["1 2 3", "9 10 11 12"]
+  assert all(0.5 <= float(line.split("\t")[2]) <= 1 for line in lines)
+  assert os.path.getsize(heatmap) > 1000
+  assert main(["toyclassify", "4 5", "--workdir", workdir]) == 0  # the experiment's alias
+  assert capsys.readouterr().out.startswith("4 5\t")
+
+
+def test_list_and_show_config(capsys):
+  assert main(["list"]) == 0
+  assert "toy: mlp*, wide" in capsys.readouterr().out
+  assert main(["train", "toy", "--model", "wide", "--set", "lr=0.5", "--show-config"]) == 0
+  shown = capsys.readouterr().out
+  assert "optimizer.learning_rate = 0.5" in shown and "model.embed_dim = 14" in shown
+
+
+def test_bad_names_and_keys_exit_2_with_the_known_ones(capsys, tmp_path):
+  assert "unknown experiment 'imdb'; known experiments: " in _fails(["train", "imdb"], capsys)
+  assert "toy" in _fails(["train", "imdb"], capsys)
+  assert "unknown model 'big' for experiment 'toy'; known models: mlp, wide" in _fails(
+      ["train", "toy", "--model", "big"], capsys)
+  err = _fails(["train", "toy", "--set", "optimizer.lrate=1"], capsys)
+  assert "unknown config key 'optimizer.lrate'" in err and "optimizer.learning_rate" in err
+  assert "train.batch_size: expected int, got 'x'" in _fails(
+      ["train", "toy", "--set", "batch_size=x"], capsys)
+  if "translation" not in registry.load_experiments():
+    assert "unknown experiment 'translation'" in _fails(["translate", "I won !"], capsys)
+  assert "invalid choice: 'nope'" in _fails(["predict", "nope", "text"], capsys)
+  # A directory that is not a run: status 1 and a message, no traceback.
+  assert main(["evaluate", "--workdir", str(tmp_path)]) == 1
+  assert "config.json does not exist" in capsys.readouterr().err
