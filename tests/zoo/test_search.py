@@ -443,3 +443,74 @@ def test_the_loop_stops_when_every_row_is_finished():
   beams = _beam(step, state, 2, max_len)
   np.testing.assert_array_equal(beams.lengths, 1)
   assert len(calls) == 2
+
+
+def _random_variables(model, seed, *args):
+  """Variables of `model` drawn from a normal distribution (model.init would compile its
+  initializers, the orthogonal one among them, which costs seconds on CPU)."""
+  shapes = jax.eval_shape(model.init, jax.random.key(0), *args)
+  leaves, treedef = jax.tree.flatten(shapes)
+  rng = np.random.default_rng(seed)
+  return treedef.unflatten([(0.5 * rng.standard_normal(x.shape)).astype(x.dtype) for x in leaves])
+
+
+def _rescore(model, variables, src, src_lens, tokens, lengths):
+  """Teacher-forced log-probabilities of N hypotheses, float64 (N,).
+
+  src (N, S) and src_lens (N,) are the source of each hypothesis; tokens int (N, T) and lengths
+  (N,) are laid out as search outputs (eos at `length` when shorter than T).
+  """
+  count, max_len = tokens.shape
+  inputs = np.concatenate([np.full((count, 1), BOS), tokens], axis=1)  # bos, y_1, ..., y_T
+  logits, _ = jax.jit(model.apply)(variables, src, src_lens, jnp.asarray(inputs, jnp.int32))
+  log_probs = np.asarray(jax.nn.log_softmax(jnp.asarray(logits, jnp.float32)), np.float64)
+  out = np.zeros(count)
+  for row, length in enumerate(lengths):
+    targets = list(tokens[row, :length]) + ([EOS] if length < max_len else [])
+    out[row] = sum(log_probs[row, i, token] for i, token in enumerate(targets))
+  return out
+
+
+@pytest.mark.parametrize("builder, num_layers", [("bahdanau_seq2seq", 1), ("luong_seq2seq", 2)])
+def test_search_drives_the_seq2seq_decoders(builder, num_layers):
+  from zoo import seq2seq  # pylint: disable=g-import-not-at-top
+
+  src_vocab, tgt_vocab, max_len, width, alpha = 11, 13, 6, 4, 0.7
+  model = getattr(seq2seq, builder)(src_vocab, tgt_vocab, embed_dim=6, hidden_size=10,
+                                    num_layers=num_layers)
+  rng = np.random.default_rng(1)
+  src = rng.integers(4, src_vocab, (B, 7)).astype(np.int32)
+  src_lens = np.array([7, 4, 2], np.int32)
+  variables = _random_variables(model, 2, src, src_lens, jnp.zeros((B, max_len), jnp.int32))
+  exact_lens = np.array([3, 6, 1], np.int32)
+
+  @jax.jit
+  def decode(variables, src, src_lens, exact_lens):
+    state = model.apply(variables, src, src_lens, method=type(model).init_decode_state)
+    step = lambda s, t: model.apply(variables, s, t, method=type(model).decode_step)
+    search = dict(bos_id=BOS, eos_id=EOS, max_len=max_len)
+    return (zoo.greedy_search(step, state, **search),
+            zoo.beam_search(step, state, beam_size=1, **search),
+            zoo.beam_search(step, state, beam_size=width, length_penalty=alpha,
+                            exact_lens=exact_lens, **search))
+
+  greedy, beam_one, beams = jax.device_get(decode(variables, src, src_lens, exact_lens))
+  np.testing.assert_array_equal(beam_one.tokens[:, 0], greedy.tokens)
+  np.testing.assert_array_equal(beam_one.lengths[:, 0], greedy.lengths)
+  np.testing.assert_allclose(beam_one.scores[:, 0], greedy.scores, rtol=1e-6)
+  assert beams.tokens.shape == (B, width, max_len) and beams.scores.shape == (B, width)
+  assert np.all(beams.tokens < tgt_vocab) and np.all(np.isfinite(beams.scores))
+  assert np.all(np.diff(beams.scores, axis=1) <= 0)  # best first
+  np.testing.assert_array_equal(beams.lengths, np.repeat(exact_lens[:, None], width, axis=1))
+  for b in range(B):
+    for i in range(width):
+      _row(beams.tokens[b, i], beams.lengths[b, i])
+  # Every hypothesis scores what the teacher-forced model gives it, so the state followed its
+  # beam. The beams (row b * W + i) and the greedy outputs are rescored in one batch.
+  tokens = np.concatenate([beams.tokens.reshape(B * width, max_len), greedy.tokens])
+  lengths = np.concatenate([beams.lengths.reshape(-1), greedy.lengths])
+  sources = np.concatenate([np.repeat(np.arange(B), width), np.arange(B)])
+  rescored = _rescore(model, variables, src[sources], src_lens[sources], tokens, lengths)
+  np.testing.assert_allclose(beams.scores * _penalty(beams.lengths, alpha),
+                             rescored[:B * width].reshape(B, width), rtol=1e-4)
+  np.testing.assert_allclose(greedy.scores, rescored[B * width:], rtol=1e-4)
