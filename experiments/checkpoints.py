@@ -183,7 +183,7 @@ class Checkpoints:
   def save_best(self, step: int, params, metrics: dict[str, float]) -> bool:
     """Saves `params` as the best if metrics[best_metric] beats the best so far; returns whether."""
     if self.best_metric not in metrics:
-      raise KeyError(f"best_metric {self.best_metric!r} is not among the evaluation metrics "
+      raise ValueError(f"best_metric {self.best_metric!r} is not among the evaluation metrics "
                      f"({', '.join(sorted(metrics))}); set train.best_metric to one of them")
     value = float(metrics[self.best_metric])
     if value != value or not self.is_better(value) or step in self.best.all_steps():

@@ -133,6 +133,20 @@ def total_steps(config: Config, steps_per_epoch: int) -> int:
   return total
 
 
+def validate_config(config: Config) -> None:
+  """Raises ValueError for engine settings that cannot work (intervals < 1, a non-dev best metric)."""
+  tc = config.train
+  for name in ("log_every", "checkpoint_every", "keep_checkpoints", "prefetch"):
+    if getattr(tc, name) < 1:
+      raise ValueError(f"train.{name} must be at least 1, got {getattr(tc, name)}")
+  if tc.eval_every is not None and tc.eval_every < 1:
+    raise ValueError(f"train.eval_every must be None (epoch ends) or at least 1, got "
+                     f"{tc.eval_every}")
+  if not tc.best_metric.startswith("dev/"):
+    raise ValueError(f"train.best_metric must name a dev metric such as 'dev/accuracy', got "
+                     f"{tc.best_metric!r}")
+
+
 def _init_fn(task: Task, tx) -> Callable:
   """`init(rng, batch) -> TrainState`: parameters from one half of the seed key, dropout from the
   other."""
@@ -218,6 +232,7 @@ def train(task: Task, config: Config, workdir: str, *,
   workdir = os.path.abspath(workdir)
   os.makedirs(workdir, exist_ok=True)
   tc = config.train
+  validate_config(config)
   dp = DataParallel(devices)
   dp.check_batch_size(tc.batch_size, "train.batch_size")
   steps_per_epoch = task.steps_per_epoch
@@ -378,7 +393,9 @@ def make_config(experiment: str, model: str | None = None, *, data_dir: str | No
   cfg = registry.get_config(experiment, model)
   if data_dir is not None:
     cfg.data_dir = data_dir
-  return config_lib.override(cfg, overrides)
+  cfg = config_lib.override(cfg, overrides)
+  validate_config(cfg)
+  return cfg
 
 
 def run(experiment: str, model: str | None = None, *, data_dir: str | None = None,

@@ -69,6 +69,8 @@ def test_bad_names_and_keys_exit_2_with_the_known_ones(capsys, tmp_path):
   assert "unknown config key 'optimizer.lrate'" in err and "optimizer.learning_rate" in err
   assert "train.batch_size: expected int, got 'x'" in _fails(
       ["train", "toy", "--set", "batch_size=x"], capsys)
+  assert "train.log_every must be at least 1, got 0" in _fails(
+      ["train", "toy", "--set", "log_every=0"], capsys)
   if "translation" not in registry.load_experiments():
     assert "unknown experiment 'translation'" in _fails(["translate", "I won !"], capsys)
   assert "invalid choice: 'nope'" in _fails(["predict", "nope", "text"], capsys)
