@@ -2,6 +2,13 @@
 
     python benchmarks/bench_loader.py --source ../shared/data/imdb/aclImdb_v1.tar.gz
 
+With --tasks, it times instead how long pipelines.tasks takes to make each full task ready to
+serve batches from an already prepared dataset: once from the records (read, tokenize, build or
+load the vocabulary, encode, write the cache of encoded splits) and once from that cache.
+
+    python benchmarks/bench_loader.py --tasks --imdb ../shared/data/imdb/aclImdb_v1.tar.gz \
+        --fra-eng ../shared/data/fra-eng/fra-eng.zip --couplet ../shared/data/couplet/couplet.tar.gz
+
 All loaders produce the same kind of batch: int32 token ids (64, L) padded with 0, lengths, labels.
   numpy (ours)           pipelines.batching.Batcher over in-memory ids, length-bucketed (the
                          default of pipelines.tasks); what the experiments use.
@@ -21,6 +28,7 @@ tfds variant), after one warm-up batch. A ratio to our loader, measured in the s
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import subprocess
 import time
@@ -28,7 +36,7 @@ import time
 import grain
 import numpy as np
 
-from pipelines import datasets
+from pipelines import datasets, tasks
 from pipelines.batching import Batcher
 from pipelines.tasks import read_records
 from pipelines.text import imdb_tokenize
@@ -61,6 +69,24 @@ def _cpu_name() -> str:
   return platform.processor() or "unknown CPU"
 
 
+def time_tasks(sources: dict[str, str], data_dir: str | None) -> None:
+  """Seconds to make each task ready: from the records, then from the cache of encoded splits."""
+  print("| task | examples (train/dev/test) | from records (s) | from cache (s) |")
+  print("|---|---|---:|---:|")
+  for cls, source in sources.items():
+    data = cls.load(source=source, data_dir=data_dir)  # prepares the dataset if needed
+    os.remove(data.cache_path(data.files_dir))
+    start = time.perf_counter()
+    data = cls.load(source=source, data_dir=data_dir)
+    t_records = time.perf_counter() - start
+    start = time.perf_counter()
+    data = cls.load(source=source, data_dir=data_dir)
+    t_cache = time.perf_counter() - start
+    assert data.report["cache"].startswith("loaded from")
+    counts = "/".join(f"{data.num_examples(s):,}" for s in ("train", "dev", "test"))
+    print(f"| {cls.task} | {counts} | {t_records:.1f} | {t_cache:.2f} |")
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--source", default=None,
@@ -71,7 +97,18 @@ def main() -> None:
   parser.add_argument("--batches", type=int, default=300)
   parser.add_argument("--tfds-batches", type=int, default=20)
   parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--tasks", action="store_true", help="time pipelines.tasks loads instead")
+  parser.add_argument("--imdb", help="with --tasks: the IMDB source")
+  parser.add_argument("--fra-eng", help="with --tasks: the fra-eng source")
+  parser.add_argument("--couplet", help="with --tasks: the couplet source")
   args = parser.parse_args()
+  if args.tasks:
+    sources = {cls: path for cls, path in ((tasks.SentimentData, args.imdb),
+                                           (tasks.TranslationData, args.fra_eng),
+                                           (tasks.CoupletData, args.couplet)) if path}
+    print(f"machine: {_cpu_name()}")
+    time_tasks(sources, args.data_dir)
+    return
   batch_size, max_len = args.batch_size, args.max_len
   boundaries = tuple(max_len * k // 4 for k in range(1, 5))
 

@@ -105,7 +105,7 @@ def fra_eng_detokenize(tokens: Sequence[str]) -> str:
 def couplet_tokenize(text: Text) -> list[str]:
   """The characters of a couplet line: "晚 风 摇 树" -> ["晚", "风", "摇", "树"]."""
   pieces = as_text(text).split()
-  if all(len(piece) == 1 for piece in pieces):  # the stored layout: one character a piece
+  if max(map(len, pieces), default=1) == 1:  # the stored layout: one character a piece
     return pieces
   return [char for piece in pieces for char in piece]
 

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import numpy as np
@@ -50,7 +51,7 @@ def test_sentiment_splits_report_and_batches(tmp_path):
   batch = next(iter(data.eval_batches("test", batch_size=5)))
   assert set(batch) == {"tokens", "lengths", "label", "index", "weight"}
   assert batch["tokens"].dtype == np.int32 and batch["tokens"].shape[0] == 5
-  assert "imdb: vocab built and saved" in data.summary()
+  assert "imdb: imdb_vocab.json built and saved" in data.summary()
 
 
 def test_sentiment_encoding_is_exact():
@@ -66,7 +67,7 @@ def test_sentiment_encoding_is_exact():
 def test_dev_split_is_deterministic_and_vocab_reloads_identically(tmp_path):
   first = _imdb(tmp_path)
   second = _imdb(tmp_path)
-  assert second.report["vocab"]["vocab"].startswith("loaded from")
+  assert second.report["vocab"]["imdb_vocab.json"].startswith("loaded from")
   assert second.vocab == first.vocab
   for split in ("train", "dev", "test"):
     a, b = first.splits[split], second.splits[split]
@@ -75,8 +76,8 @@ def test_dev_split_is_deterministic_and_vocab_reloads_identically(tmp_path):
   # Other options make the stored vocabulary stale: it is rebuilt, and says why.
   third = tasks.SentimentData(_reviews(41, 0), _reviews(13, 1), max_len=9, boundaries=(3, 6, 9),
                               min_freq=2, dev_fraction=0.25, vocab_dir=tmp_path)
-  assert "rebuilt" in third.report["vocab"]["vocab"]
-  assert "min_freq" in third.report["vocab"]["vocab"]
+  assert "rebuilt" in third.report["vocab"]["imdb_vocab.json"]
+  assert "min_freq" in third.report["vocab"]["imdb_vocab.json"]
   assert Vocab.load(tmp_path / "imdb_vocab.json") == third.vocab
 
 
@@ -84,6 +85,45 @@ def test_corrupt_vocab_file_names_the_path(tmp_path):
   (tmp_path / "imdb_vocab.json").write_text("{not json", encoding="utf-8")
   with pytest.raises(ValueError, match="imdb_vocab.json is corrupt"):
     _imdb(tmp_path)
+
+
+def test_cache_round_trip_and_staleness(tmp_path):
+  data = _translation(vocab_dir=tmp_path)
+  path = data.save_cache(tmp_path)
+  back, why = tasks.TranslationData._from_cache(str(tmp_path), dataclasses.asdict(data.options))
+  assert why == "" and back.report["cache"] == f"loaded from {path}"
+  assert back.src_vocab == data.src_vocab and back.tgt_vocab == data.tgt_vocab
+  assert back.references("dev") == data.references("dev")
+  assert {k: v for k, v in back.report.items() if k not in ("vocab", "cache")} == {
+      k: v for k, v in data.report.items() if k != "vocab"}
+  for split in ("train", "dev"):
+    for field in ("src", "tgt_in", "tgt_out"):
+      np.testing.assert_array_equal(back.splits[split].sequences[field].flat,
+                                    data.splits[split].sequences[field].flat)
+  _assert_next_batches(back.eval_batches("dev", 3), list(data.eval_batches("dev", 3)))
+  # Other options: another file. A changed vocabulary or a damaged file: not used, and why.
+  other = dict(dataclasses.asdict(data.options), min_freq=2)
+  assert tasks.TranslationData._from_cache(str(tmp_path), other) == (None, "none yet")
+  Vocab.build([["x"]], metadata={"other": 1}).save(tmp_path / "fra_eng_en_vocab.json")
+  assert "changed since" in tasks.TranslationData._from_cache(str(tmp_path),
+                                                              dataclasses.asdict(data.options))[1]
+  with open(path, "r+b") as f:
+    f.truncate(100)
+  assert "unreadable" in tasks.TranslationData._from_cache(str(tmp_path),
+                                                           dataclasses.asdict(data.options))[1]
+
+
+def test_options_are_checked():
+  with pytest.raises(ValueError, match=r"unknown options \['max_length'\]"):
+    _imdb(max_length=3)
+  with pytest.raises(ValueError, match="must end at the maximum length 9"):
+    tasks.SentimentData([], [], max_len=9, boundaries=(3, 8))
+  with pytest.raises(ValueError, match="max_tgt_len must be an integer >= 2"):
+    tasks.TranslationOptions(max_tgt_len=1)
+  assert tasks.CoupletOptions().boundaries == {"src": (8, 12, 18, 33), "tgt": (8, 12, 18, 33)}
+  assert tasks.TranslationOptions(max_src_len=20).boundaries == {"src": (5, 10, 15, 20),
+                                                                 "tgt": (8, 12, 16, 24)}
+  assert tasks.SentimentOptions(max_len=100).boundaries == (25, 50, 75, 100)
 
 
 def test_sentiment_train_iterator_resumes():
@@ -208,8 +248,11 @@ def test_sample_imdb_epoch_has_four_shapes_and_reloads_its_vocab(imdb_sample, sa
     seen += batch["index"].tolist()
   assert shapes == {(45, 64), (45, 128), (45, 192), (45, 256)}
   assert len(seen) == len(set(seen)) == data.num_examples("train") // 45 * 45
+  assert data.report["cache"].startswith("saved to")
   again = tasks.SentimentData.load(data_dir=sample_dir)
-  assert again.report["vocab"]["vocab"].startswith("loaded from")
+  assert again.report["cache"].startswith("loaded from")
+  assert again.report["vocab"]["imdb_vocab.json"].startswith("loaded from")
+  assert again.report["test"] == data.report["test"]
   assert again.vocab == data.vocab
   np.testing.assert_array_equal(again.splits["test"].sequences["tokens"].flat,
                                 data.splits["test"].sequences["tokens"].flat)
