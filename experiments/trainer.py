@@ -134,7 +134,7 @@ def total_steps(config: Config, steps_per_epoch: int) -> int:
 
 
 def validate_config(config: Config) -> None:
-  """Raises ValueError for engine settings that cannot work (intervals < 1, a non-dev best metric)."""
+  """Raises ValueError for engine settings that cannot work (intervals < 1, non-dev best_metric)."""
   tc = config.train
   for name in ("log_every", "checkpoint_every", "keep_checkpoints", "prefetch"):
     if getattr(tc, name) < 1:
