@@ -626,8 +626,8 @@ class Seq2SeqData(TaskData):
     meta = {"task": self.task, "tokenizer": self.tokenize.__name__,
             "train_examples": len(train[self.src_field])}
     names = self._vocab_names()
-    groups = ([(self.src_field, self.tgt_field)] if self.shared_vocab
-              else [(self.src_field,), (self.tgt_field,)])
+    # A shared vocabulary lists its fields in the task's order, so `reverse` reuses its file.
+    groups = ([self.fields] if self.shared_vocab else [(self.src_field,), (self.tgt_field,)])
     vocabs, self.report["vocab"] = {}, {}
     for name, group in zip(names, groups):
       path = None if vocab_dir is None else os.path.join(os.fspath(vocab_dir), name)

@@ -212,6 +212,9 @@ def test_couplets_shared_vocab_and_unequal_pairs():
   assert data.target_text(batch["tgt_out"][order[0]]) == "晨露润花"
   assert data.references("test") == ["晨露润花", "白露山寒"]
   assert batch["tgt_len"][order].tolist() == [5, 5] and batch["src_len"][order].tolist() == [4, 4]
+  rev = tasks.CoupletData({"train": records}, min_freq=1, reverse=True)
+  assert rev.src_vocab == data.src_vocab
+  assert rev.target_text(rev.splits["train"].sequences["tgt_out"][0]) == "晚风摇树"
 
 
 # ---- the shipped samples, prepared once per module in a temporary data_dir
