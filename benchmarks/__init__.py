@@ -1,0 +1,1 @@
+"""Speed and memory benchmarks of the zoo (run `python -m benchmarks --help`)."""

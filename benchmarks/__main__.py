@@ -1,0 +1,121 @@
+"""Runs the benchmarks that fit this machine and writes JSON and docs/BENCHMARKS.md.
+
+    python -m benchmarks                       # full sizes: JSON + markdown block for this machine
+    python -m benchmarks --quick               # small sizes, prints the tables (writes nothing)
+    python -m benchmarks --suites attention,memory --json /tmp/gpu.json
+    python -m benchmarks --from-json benchmarks/results/gpu.json   # re-render, no measuring
+
+Suites: attention (forward, forward+backward vs flax MHA), training (JAX vs PyTorch steps),
+decoding (cached vs recomputed beam search), memory (attention at long sequences). Each figure is a
+ratio against a reference measured in the same run (see benchmarks/common.py). A full run writes
+benchmarks/results/{cpu,gpu}.json (merged suite by suite, so a GPU run may be split over several
+calls) and the 'cpu' or 'gpu' block of docs/BENCHMARKS.md, leaving the rest of the file alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Callable
+
+from benchmarks import attention
+from benchmarks import common
+from benchmarks import decoding
+from benchmarks import memory
+from benchmarks import report
+from benchmarks import training
+
+SUITES: dict[str, tuple[Callable[[common.Settings], Any], Callable[[Any], str]]] = {
+    "attention": (attention.run, attention.markdown),
+    "training": (training.run, training.markdown),
+    "decoding": (decoding.run, decoding.markdown),
+    "memory": (memory.run, memory.markdown),
+}
+
+HEADINGS = {"cpu": "## Speed on the CPU", "gpu": "## Speed on the GPU"}
+
+PREAMBLE = """Command: `{command}`. Medians of {repeats} repeats after {warmup} warm-up calls; the
+implementations of a comparison are timed round-robin, so load on the shared machine affects them
+alike. The figures to read are the ratios; absolute times move with the load."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+  parser.add_argument("--quick", action="store_true",
+                      help="small sizes that check the harness in a minute or two")
+  parser.add_argument("--suites", default=",".join(SUITES),
+                      help=f"comma-separated subset of {', '.join(SUITES)}")
+  parser.add_argument("--out", default=None,
+                      help="markdown file to update (default: docs/BENCHMARKS.md for a full run, "
+                           "none with --quick)")
+  parser.add_argument("--json", default=None,
+                      help="JSON file to merge results into (default: "
+                           "benchmarks/results/<cpu|gpu>.json for a full run, none with --quick)")
+  parser.add_argument("--from-json", default=None,
+                      help="render the markdown from this JSON file instead of measuring")
+  parser.add_argument("--note", default="",
+                      help="a sentence added to the markdown block (e.g. about the load)")
+  return parser.parse_args(argv)
+
+
+def render(results: dict[str, Any], note: str = "") -> tuple[str, str]:
+  """(block key 'cpu'/'gpu', markdown) for stored or fresh results."""
+  machine = results.get("machine") or {}
+  key = "cpu" if machine.get("backend", "cpu") == "cpu" else "gpu"
+  settings = results.get("settings") or {}
+  preamble = PREAMBLE.format(command=settings.get("command", "python -m benchmarks"),
+                             repeats=settings.get("repeats"), warmup=settings.get("warmup"))
+  if settings.get("quick"):
+    preamble += "\n\nQuick sizes (a harness check, not figures to quote)."
+  if note or settings.get("note"):
+    preamble += "\n\n" + (note or settings.get("note"))
+  renderers = {name: render_suite for name, (_, render_suite) in SUITES.items()}
+  return key, report.render(results, renderers, HEADINGS[key], preamble)
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = parse_args(argv)
+  if args.from_json:
+    with open(args.from_json, encoding="utf-8") as f:
+      results = json.load(f)
+    key, text = render(results, args.note)
+    print(text)
+    if args.out:
+      report.update_markdown(args.out, key, text)
+    return 0
+  names = [s.strip() for s in args.suites.split(",") if s.strip()]
+  unknown = [s for s in names if s not in SUITES]
+  if unknown:
+    raise SystemExit(f"--suites: unknown {unknown}; known are {', '.join(SUITES)}")
+  settings = common.QUICK if args.quick else common.Settings()
+  machine = common.machine()
+  key = "cpu" if machine["backend"] == "cpu" else "gpu"
+  out = args.out or (None if args.quick else "docs/BENCHMARKS.md")
+  json_path = args.json or (None if args.quick else f"benchmarks/results/{key}.json")
+  command = "python -m benchmarks" + (" --quick" if args.quick else "")
+  results = {"machine": machine,
+             "settings": dict(warmup=settings.warmup, repeats=settings.repeats,
+                              quick=settings.quick, command=command, note=args.note),
+             "suites": {}}
+  common.log(f"machine: {json.dumps(machine)}")
+  for name in names:
+    run_suite, _ = SUITES[name]
+    results["suites"][name] = common.guarded(name, lambda run_suite=run_suite: run_suite(settings))
+    merged = report.merge_json(json_path, results) if json_path else results
+    _, text = render(merged, args.note)
+    if out:
+      report.update_markdown(out, key, text)
+  merged = results
+  if json_path:
+    with open(json_path, encoding="utf-8") as f:
+      merged = json.load(f)
+  _, text = render(merged, args.note)
+  print(text)
+  failed = [n for n in names if isinstance(results["suites"][n], dict)
+            and "error" in results["suites"][n]]
+  return 1 if failed else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,159 @@
+"""The benchmark models written in PyTorch (an optional dependency: `pip install torch`).
+
+Twins of benchmarks/models.py, written the way a PyTorch user would (nn.LSTM over packed sequences,
+which runs cuDNN on a GPU; F.scaled_dot_product_attention, which picks flash or memory-efficient
+kernels), loading the JAX models' weights through `models.classifier_to_torch` and
+`models.transformer_to_torch`. `check_*` compare the forward outputs with the JAX models' on the
+same weights; the training benchmark runs them before it times anything.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_MIN = float(np.finfo(np.float32).min)
+
+
+class TorchBiLSTMAttention(nn.Module):
+  """tokens (B, L) int64, lengths (B,) -> logits (B, 2); see models.BiLSTMAttentionClassifier."""
+
+  def __init__(self, vocab: int, embed: int, hidden: int, layers: int = 1):
+    super().__init__()
+    width = 2 * hidden
+    self.embed = nn.Embedding(vocab, embed)
+    self.lstm = nn.LSTM(embed, hidden, num_layers=layers, bidirectional=True, batch_first=True)
+    self.pool_query = nn.Parameter(torch.zeros(1, width))
+    self.pool_w_q = nn.Parameter(torch.zeros(width, width))
+    self.pool_w_k = nn.Parameter(torch.zeros(width, width))
+    self.pool_v = nn.Parameter(torch.zeros(width))
+    self.out = nn.Linear(width, 2)
+
+  def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    steps = tokens.shape[1]
+    x = self.embed(tokens)  # (B, L, E)
+    packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True,
+                                               enforce_sorted=False)
+    outputs, _ = self.lstm(packed)
+    outputs, _ = nn.utils.rnn.pad_packed_sequence(outputs, batch_first=True,
+                                                  total_length=steps)  # (B, L, 2H)
+    hidden = torch.tanh(self.pool_query @ self.pool_w_q + outputs @ self.pool_w_k)  # (B, L, A)
+    scores = hidden @ self.pool_v  # (B, L)
+    valid = torch.arange(steps, device=tokens.device)[None, :] < lengths[:, None]
+    weights = torch.softmax(scores.masked_fill(~valid, _MIN), dim=-1)  # (B, L)
+    context = torch.einsum("bl,bld->bd", weights, outputs)  # (B, 2H)
+    return self.out(context)
+
+
+class TorchMHA(nn.Module):
+  """Multi-head attention with four Linear layers and F.scaled_dot_product_attention."""
+
+  def __init__(self, width: int, heads: int):
+    super().__init__()
+    self.heads = heads
+    self.query, self.key, self.value, self.out = (nn.Linear(width, width) for _ in range(4))
+
+  def forward(self, xq, xkv, mask=None):
+    """xq (B, Q, D), xkv (B, K, D), mask bool broadcastable to (B, H, Q, K) True = attend."""
+    def split(x):  # (B, L, D) -> (B, H, L, Dh)
+      return x.view(x.shape[0], x.shape[1], self.heads, -1).transpose(1, 2)
+    out = F.scaled_dot_product_attention(split(self.query(xq)), split(self.key(xkv)),
+                                         split(self.value(xkv)), attn_mask=mask)
+    return self.out(out.transpose(1, 2).reshape(xq.shape))  # (B, Q, D)
+
+
+class _FeedForward(nn.Module):
+
+  def __init__(self, width: int, hidden: int):
+    super().__init__()
+    self.dense1, self.dense2 = nn.Linear(width, hidden), nn.Linear(hidden, width)
+
+  def forward(self, x):
+    return self.dense2(torch.relu(self.dense1(x)))
+
+
+class _EncoderBlock(nn.Module):
+
+  def __init__(self, width, heads, ffn):
+    super().__init__()
+    self.self_attention = TorchMHA(width, heads)
+    self.norm1, self.norm2 = nn.LayerNorm(width, eps=1e-6), nn.LayerNorm(width, eps=1e-6)
+    self.ffn = _FeedForward(width, ffn)
+
+  def forward(self, x, key_mask):
+    x = self.norm1(x + self.self_attention(x, x, key_mask))
+    return self.norm2(x + self.ffn(x))
+
+
+class _DecoderBlock(nn.Module):
+
+  def __init__(self, width, heads, ffn):
+    super().__init__()
+    self.self_attention = TorchMHA(width, heads)
+    self.cross_attention = TorchMHA(width, heads)
+    self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(width, eps=1e-6) for _ in range(3))
+    self.ffn = _FeedForward(width, ffn)
+
+  def forward(self, y, enc, causal, key_mask):
+    y = self.norm1(y + self.self_attention(y, y, causal))
+    y = self.norm2(y + self.cross_attention(y, enc, key_mask))
+    return self.norm3(y + self.ffn(y))
+
+
+def sinusoids(length: int, width: int) -> np.ndarray:
+  """The sinusoidal position table (L, D), as zoo.sinusoidal_encoding computes it."""
+  column = np.arange(width)
+  frequency = np.power(10000.0, -(column - column % 2) / width).astype(np.float32)
+  angles = np.arange(length, dtype=np.float32)[:, None] * frequency
+  return np.where(column % 2 == 0, np.sin(angles), np.cos(angles)).astype(np.float32)
+
+
+class TorchTransformer(nn.Module):
+  """(src (B, S), src_lens (B,), tgt (B, T)) -> logits (B, T, V); see models.Transformer."""
+
+  def __init__(self, src_vocab, tgt_vocab, width, heads, ffn, layers, max_len=256):
+    super().__init__()
+    self.width = width
+    self.src_embed = nn.Embedding(src_vocab, width)
+    self.tgt_embed = nn.Embedding(tgt_vocab, width)
+    self.register_buffer("positions", torch.from_numpy(sinusoids(max_len, width)),
+                         persistent=False)
+    self.encoder = nn.ModuleList(_EncoderBlock(width, heads, ffn) for _ in range(layers))
+    self.decoder = nn.ModuleList(_DecoderBlock(width, heads, ffn) for _ in range(layers))
+    self.out = nn.Linear(width, tgt_vocab)
+
+  def forward(self, src, src_lens, tgt):
+    scale = math.sqrt(self.width)
+    key_mask = (torch.arange(src.shape[1], device=src.device)[None, :]
+                < src_lens[:, None])[:, None, None, :]  # (B, 1, 1, S)
+    x = self.src_embed(src) * scale + self.positions[:src.shape[1]]
+    for block in self.encoder:
+      x = block(x, key_mask)
+    steps = tgt.shape[1]
+    causal = torch.ones(steps, steps, dtype=torch.bool, device=tgt.device).tril()
+    y = self.tgt_embed(tgt) * scale + self.positions[:steps]
+    for block in self.decoder:
+      y = block(y, x, causal, key_mask)
+    return self.out(y)
+
+
+def load(module: nn.Module, state: dict[str, np.ndarray]) -> nn.Module:
+  """Loads numpy arrays into the module (every parameter must be given, shapes must match)."""
+  tensors = {k: torch.from_numpy(np.array(v, np.float32)) for k, v in state.items()}
+  module.load_state_dict(tensors, strict=True)
+  return module
+
+
+def to_tensors(batch: dict[str, np.ndarray], device: Any) -> dict[str, torch.Tensor]:
+  """numpy int32 batch -> int64 tensors on `device` (lengths stay where pack_padded needs them)."""
+  return {k: torch.from_numpy(v.astype(np.int64)).to(device) for k, v in batch.items()}
+
+
+def max_difference(torch_out: torch.Tensor, jax_out: Any) -> float:
+  """The largest absolute difference between the two models' outputs."""
+  return float(np.max(np.abs(torch_out.detach().cpu().numpy() - np.asarray(jax_out))))
