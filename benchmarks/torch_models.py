@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import zoo
+
 _MIN = float(np.finfo(np.float32).min)
 
 
@@ -105,14 +107,6 @@ class _DecoderBlock(nn.Module):
     return self.norm3(y + self.ffn(y))
 
 
-def sinusoids(length: int, width: int) -> np.ndarray:
-  """The sinusoidal position table (L, D), as zoo.sinusoidal_encoding computes it."""
-  column = np.arange(width)
-  frequency = np.power(10000.0, -(column - column % 2) / width).astype(np.float32)
-  angles = np.arange(length, dtype=np.float32)[:, None] * frequency
-  return np.where(column % 2 == 0, np.sin(angles), np.cos(angles)).astype(np.float32)
-
-
 class TorchTransformer(nn.Module):
   """(src (B, S), src_lens (B,), tgt (B, T)) -> logits (B, T, V); see models.Transformer."""
 
@@ -121,8 +115,8 @@ class TorchTransformer(nn.Module):
     self.width = width
     self.src_embed = nn.Embedding(src_vocab, width)
     self.tgt_embed = nn.Embedding(tgt_vocab, width)
-    self.register_buffer("positions", torch.from_numpy(sinusoids(max_len, width)),
-                         persistent=False)
+    table = np.array(zoo.sinusoidal_encoding(max_len, width))  # (max_len, D)
+    self.register_buffer("positions", torch.from_numpy(table), persistent=False)
     self.encoder = nn.ModuleList(_EncoderBlock(width, heads, ffn) for _ in range(layers))
     self.decoder = nn.ModuleList(_DecoderBlock(width, heads, ffn) for _ in range(layers))
     self.out = nn.Linear(width, tgt_vocab)

@@ -1,0 +1,172 @@
+"""The FLOP counter (against XLA's own count of the same matmuls), the timing harness and the
+markdown/JSON writers of the benchmarks."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from benchmarks import common
+from benchmarks import flops
+from benchmarks import report
+
+B, H, Q, K, DH, DV, D = 3, 4, 5, 7, 6, 10, 22
+
+
+def _xla_flops(fn, *shapes) -> float:
+  args = [jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes]
+  return float(jax.jit(fn).lower(*args).compile().cost_analysis()["flops"])
+
+
+def test_attention_core_counts_what_xla_counts():
+  def core(q, k, v):
+    scores = jnp.einsum("bhqd,bhkd->bhqk", q, k)
+    return jnp.einsum("bhqk,bhkv->bhqv", scores, v)
+  want = _xla_flops(core, (B, H, Q, DH), (B, H, K, DH), (B, H, K, DV))
+  assert flops.attention_core(B, H, Q, K, DH, DV) == want
+  assert flops.attention_core(B, H, Q, K, DH) == B * H * (2 * Q * K * DH) * 2
+  assert flops.attention_core(B, H, Q, K, DH, DV, causal=True) == want / 2
+
+
+def test_mha_projections_count_what_xla_counts():
+  def projections(xq, xkv, wq, wk, wv, wo):
+    q = jnp.einsum("bqd,dhe->bqhe", xq, wq)
+    k = jnp.einsum("bkd,dhe->bkhe", xkv, wk)
+    v = jnp.einsum("bkd,dhe->bkhe", xkv, wv)
+    return q, k, v, jnp.einsum("bqhe,hed->bqd", q, wo)
+  want = _xla_flops(projections, (B, Q, D), (B, K, D), (D, H, DH), (D, H, DH), (D, H, DH),
+                    (H, DH, D))
+  assert flops.mha_projections(B, Q, K, D, H, DH) == want
+
+
+def test_mha_forward_and_backward_formulas():
+  projections = flops.mha_projections(B, Q, K, D, H, DH)
+  core = flops.attention_core(B, H, Q, K, DH)
+  assert flops.mha(B, Q, K, D, H, DH) == projections + core
+  assert flops.mha(B, Q, K, D, H, DH, backward=True) == 3 * projections + 3.5 * core
+  assert flops.mha(B, Q, K, D, H, DH, causal=True) == projections + core / 2
+
+
+def test_tflops_handles_failures():
+  assert flops.tflops(3e12, 1.5) == pytest.approx(2.0)
+  assert flops.tflops(3e12, "RuntimeError: no") is None
+  assert flops.tflops(3e12, None) is None
+  assert flops.tflops(3e12, 0.0) is None
+
+
+def test_time_side_by_side_reports_medians_and_failures():
+  calls = {"a": 0, "b": 0}
+
+  def a():
+    calls["a"] += 1
+
+  def b():
+    calls["b"] += 1
+
+  def broken():
+    raise ValueError("cudnn: unsupported head width\nmore detail")
+
+  settings = common.Settings(warmup=2, repeats=5, min_repeat_s=0.0, max_calls=1)
+  times = common.time_side_by_side({"a": a, "broken": broken, "b": b}, settings)
+  assert list(times) == ["a", "broken", "b"]
+  assert isinstance(times["a"], float) and times["a"] >= 0.0
+  assert times["broken"] == "ValueError: cudnn: unsupported head width"
+  assert calls == {"a": 7, "b": 7}  # 2 warm-up + 5 timed calls each
+
+
+def test_ratio():
+  assert common.ratio(2.0, 0.5) == 4.0
+  assert common.ratio(2.0, "failed") is None
+  assert common.ratio(None, 1.0) is None
+
+
+def test_device_peaks():
+  assert common.device_peak_tflops("NVIDIA H100 80GB HBM3", "bfloat16") == 989.4
+  assert common.device_peak_tflops("NVIDIA H100 PCIe", "bfloat16") == 756.0
+  assert common.device_peak_tflops("NVIDIA H200", "float32") == 494.7
+  assert common.device_peak_tflops("cpu", "float32") is None
+
+
+DOC = """# Benchmarks (speed)
+
+Intro line.
+
+## Data preparation
+
+Prepared in 12 s.
+
+## Data loading
+
+| loader | batches/s |
+|---|---:|
+| numpy | 10 |
+"""
+
+
+def test_replace_block_appends_then_replaces_and_keeps_the_rest():
+  once = report.replace_block(DOC, "cpu", "## Speed on the CPU\n\nfirst")
+  assert once.startswith(DOC.rstrip("\n"))
+  assert once.endswith("<!-- benchmarks:cpu begin -->\n## Speed on the CPU\n\nfirst\n"
+                       "<!-- benchmarks:cpu end -->\n")
+  with_gpu = report.replace_block(once, "gpu", "gpu figures")
+  twice = report.replace_block(with_gpu, "cpu", "## Speed on the CPU\n\nsecond")
+  assert "first" not in twice and "second" in twice and "gpu figures" in twice
+  assert twice.count("benchmarks:cpu begin") == 1
+  assert twice.replace("second", "first") == with_gpu  # nothing else moved
+  assert report.replace_block(twice, "cpu", "## Speed on the CPU\n\nsecond") == twice
+
+
+def test_replace_block_in_the_middle_keeps_what_follows():
+  middle = DOC.replace("## Data loading", "<!-- benchmarks:cpu begin -->\nold\n"
+                       "<!-- benchmarks:cpu end -->\n\n## Data loading")
+  new = report.replace_block(middle, "cpu", "new")
+  assert new == middle.replace("\nold\n", "\nnew\n")
+
+
+def test_replace_block_rejects_a_block_without_its_end():
+  with pytest.raises(ValueError, match="cpu: the block's begin marker has no end marker"):
+    report.replace_block("<!-- benchmarks:cpu begin -->\nold\n", "cpu", "new")
+
+
+def test_update_markdown_creates_and_updates_a_file(tmp_path):
+  path = tmp_path / "BENCHMARKS.md"
+  report.update_markdown(str(path), "cpu", "table one")
+  assert path.read_text().startswith(report.TITLE)
+  path.write_text(path.read_text() + "\n## Data loading\n\nkept\n")
+  report.update_markdown(str(path), "cpu", "table two")
+  text = path.read_text()
+  assert "table two" in text and "table one" not in text and text.endswith("kept\n")
+
+
+def test_merge_json_accumulates_suites(tmp_path):
+  path = str(tmp_path / "sub" / "gpu.json")
+  report.merge_json(path, {"machine": {"date": "1"}, "suites": {"attention": {"rows": [1]}}})
+  merged = report.merge_json(path, {"machine": {"date": "2"},
+                                    "suites": {"training": {"x": 2}, "attention": {"rows": [3]}}})
+  with open(path, encoding="utf-8") as f:
+    assert json.load(f) == merged
+  assert merged["machine"] == {"date": "2"}
+  assert merged["suites"] == {"attention": {"rows": [3]}, "training": {"x": 2}}
+
+
+def test_table_and_number_formats():
+  assert report.table(["a", "b"], [["x", 1.5]]) == "| a | b |\n|:---|---:|\n| x | 1.5 |"
+  assert report.number(12345.6) == "12,346"
+  assert report.number(0.012345) == "0.0123"
+  assert report.number(None) == "n/a"
+  assert report.speedup(1.234) == "1.23x"
+
+
+def test_render_shows_machine_and_failed_suites():
+  results = {"machine": {"date": "today", "cpu": "AMD EPYC", "cores": 2, "backend": "cpu",
+                         "load_average_1min": 1.5, "python": "3.11", "jax": "0.10",
+                         "flax": "0.12", "optax": "0.2", "torch": None},
+             "suites": {"one": {"value": 7}, "two": {"error": "two: boom"}}}
+  text = report.render(results, {"one": lambda s: f"### one\n\nvalue {s['value']}",
+                                 "two": lambda s: "unused", "three": lambda s: "absent"},
+                       "## Speed on the CPU", "preamble")
+  assert "AMD EPYC (2 cores)" in text and "torch not installed" in text
+  assert "value 7" in text and "Failed: `two: boom`" in text and "absent" not in text

@@ -1,0 +1,158 @@
+"""The benchmark models: their conversion to PyTorch's layout, checked without PyTorch.
+
+The PyTorch twins (benchmarks/torch_models.py) need torch, an optional dependency that CI does not
+install (from PyPI it is a multi-gigabyte CUDA build). So here the state dicts that
+`classifier_to_torch` and `transformer_to_torch` produce are run through numpy re-statements of
+what the PyTorch modules compute (nn.LSTM's equations over packed sequences, nn.Linear's x W^T + b,
+F.scaled_dot_product_attention, nn.LayerNorm), and must give the JAX models' outputs. The training
+benchmark itself compares the real PyTorch modules with the JAX models on the same weights before
+it times them (and refuses to time a twin that disagrees). Also: cached and recomputed beam search
+of the decoding benchmark return the same beams.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks import decoding
+from benchmarks import models
+
+B, S, T, V, D, HEADS, FFN = 3, 5, 7, 11, 12, 4, 10
+
+
+def _random_params(module, *args, scale=0.3, seed=0):
+  """Random values of the module's parameter shapes (eval_shape: nothing is compiled)."""
+  shapes = jax.eval_shape(module.init, jax.random.key(0), *args)["params"]
+  rng = np.random.default_rng(seed)
+  return jax.tree.map(lambda s: jnp.asarray(scale * rng.normal(size=s.shape), s.dtype), shapes)
+
+
+def _sigmoid(x):
+  return 1.0 / (1.0 + np.exp(-x))
+
+
+def _softmax(x):
+  e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+  return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def _lstm_direction(x, lengths, w_ih, w_hh, b_ih, b_hh, reverse):
+  """nn.LSTM's equations over packed sequences, one direction: (B, L, D) -> (B, L, H)."""
+  hidden = w_hh.shape[1]
+  out = np.zeros(x.shape[:2] + (hidden,))
+  for b in range(x.shape[0]):
+    h, c = np.zeros(hidden), np.zeros(hidden)
+    steps = range(lengths[b])
+    for t in (reversed(steps) if reverse else steps):
+      i, f, g, o = np.split(x[b, t] @ w_ih.T + b_ih + h @ w_hh.T + b_hh, 4)
+      c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+      h = _sigmoid(o) * np.tanh(c)
+      out[b, t] = h
+  return out
+
+
+def _numpy_classifier(state, tokens, lengths):
+  x = state["embed.weight"][tokens]  # (B, L, E)
+  outputs = np.concatenate([
+      _lstm_direction(x, lengths, *(state[f"lstm.{n}_l0{s}"] for n in
+                                    ("weight_ih", "weight_hh", "bias_ih", "bias_hh")), bool(s))
+      for s in ("", "_reverse")], axis=-1)  # (B, L, 2H)
+  hidden = np.tanh(state["pool_query"] @ state["pool_w_q"] + outputs @ state["pool_w_k"])
+  scores = hidden @ state["pool_v"]  # (B, L)
+  valid = np.arange(tokens.shape[1])[None, :] < lengths[:, None]
+  weights = _softmax(np.where(valid, scores, -np.inf))
+  context = np.einsum("bl,bld->bd", weights, outputs)
+  return context @ state["out.weight"].T + state["out.bias"]
+
+
+def test_classifier_state_dict_computes_the_jax_model():
+  size = models.ClassifierSize(batch=B, length=T, vocab=V, embed=6, hidden=5)
+  batch = models.classifier_inputs(size, seed=1)
+  model = models.BiLSTMAttentionClassifier(V, 6, 5)
+  params = _random_params(model, batch["tokens"], batch["lengths"])
+  state = models.classifier_to_torch(params)
+  want = _numpy_classifier(state, batch["tokens"], batch["lengths"])
+  got = jax.jit(model.apply)({"params": params}, batch["tokens"], batch["lengths"])
+  np.testing.assert_allclose(got, want, atol=1e-5)
+  assert set(state) == {
+      "embed.weight", "pool_query", "pool_w_q", "pool_w_k", "pool_v", "out.weight", "out.bias"} | {
+          f"lstm.{n}_l0{s}" for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+          for s in ("", "_reverse")}
+
+
+def _linear(state, prefix, x):
+  return x @ state[f"{prefix}.weight"].T + state[f"{prefix}.bias"]
+
+
+def _attention(state, prefix, xq, xkv, mask):
+  """Four nn.Linear layers around scaled-dot attention; mask bool (B or 1, 1, Q, K)."""
+  def heads(x):  # (B, L, D) -> (B, H, L, Dh)
+    return x.reshape(x.shape[0], x.shape[1], HEADS, -1).transpose(0, 2, 1, 3)
+  q, k, v = (heads(_linear(state, f"{prefix}.{n}", x))
+             for n, x in (("query", xq), ("key", xkv), ("value", xkv)))
+  scores = np.where(mask, q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1]), -np.inf)
+  out = (_softmax(scores) @ v).transpose(0, 2, 1, 3).reshape(xq.shape)
+  return _linear(state, f"{prefix}.out", out)
+
+
+def _norm(state, prefix, x):
+  mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+  return (x - mean) / np.sqrt(var + 1e-6) * state[f"{prefix}.weight"] + state[f"{prefix}.bias"]
+
+
+def _ffn(state, prefix, x):
+  return _linear(state, f"{prefix}.dense2", np.maximum(_linear(state, f"{prefix}.dense1", x), 0))
+
+
+def _numpy_transformer(state, src, src_lens, tgt, layers):
+  key_mask = (np.arange(src.shape[1])[None, :] < src_lens[:, None])[:, None, None, :]
+  causal = np.tril(np.ones((tgt.shape[1],) * 2, bool))[None, None]
+  table = np.asarray(models.zoo.sinusoidal_encoding(max(src.shape[1], tgt.shape[1]), D))
+  x = state["src_embed.weight"][src] * np.sqrt(D) + table[:src.shape[1]]
+  for l in range(layers):
+    p = f"encoder.{l}"
+    x = _norm(state, f"{p}.norm1", x + _attention(state, f"{p}.self_attention", x, x, key_mask))
+    x = _norm(state, f"{p}.norm2", x + _ffn(state, f"{p}.ffn", x))
+  y = state["tgt_embed.weight"][tgt] * np.sqrt(D) + table[:tgt.shape[1]]
+  for l in range(layers):
+    p = f"decoder.{l}"
+    y = _norm(state, f"{p}.norm1", y + _attention(state, f"{p}.self_attention", y, y, causal))
+    y = _norm(state, f"{p}.norm2", y + _attention(state, f"{p}.cross_attention", y, x, key_mask))
+    y = _norm(state, f"{p}.norm3", y + _ffn(state, f"{p}.ffn", y))
+  return _linear(state, "out", y)
+
+
+def test_transformer_state_dict_computes_the_jax_model():
+  layers = 2
+  size = models.TransformerSize(batch=B, src_len=S, tgt_len=T, vocab=V, width=D, heads=HEADS,
+                                ffn=FFN, layers=layers)
+  batch = models.translation_inputs(size, seed=2)
+  model = models.Transformer(V, V, D, HEADS, FFN, layers, max_len=T)
+  inputs = (batch["src"], batch["src_lens"], batch["tgt_in"])
+  params = _random_params(model, *inputs, scale=0.2)
+  state = models.transformer_to_torch(params)
+  assert len(state) == 2 + 2 + layers * (8 + 4 + 4) + layers * (2 * 8 + 6 + 4)
+  want = _numpy_transformer(state, *inputs, layers)
+  got = jax.jit(model.apply)({"params": params}, *inputs)
+  np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
+
+
+def test_cached_and_recomputed_beam_search_agree():
+  size = models.TransformerSize(batch=B, src_len=S, tgt_len=6, vocab=13, width=8, heads=2,
+                                ffn=10, layers=1)
+  batch = models.translation_inputs(size, seed=3)
+  model = models.Transformer(13, 13, 8, 2, 10, 1, max_len=6)
+  src, src_lens = jnp.asarray(batch["src"]), jnp.asarray(batch["src_lens"])
+  params = _random_params(model, src, src_lens, jnp.asarray(batch["tgt_in"]), scale=1.0, seed=5)
+  # An eos bias that makes one hypothesis per sentence end at once while the other runs all
+  # max_len steps through the cache.
+  params["out"]["bias"] = jnp.zeros(13).at[decoding.EOS].set(1.5)
+  cached, recompute = decoding.translators(model, beam=2, max_len=6)
+  got, want = cached(params, src, src_lens), recompute(params, src, src_lens)
+  np.testing.assert_array_equal(got.tokens, want.tokens)
+  np.testing.assert_array_equal(got.lengths, want.lengths)
+  np.testing.assert_allclose(got.scores, want.scores, rtol=1e-5)
+  lengths = np.asarray(want.lengths)
+  assert np.any(lengths == 6) and np.any(lengths < 6)
