@@ -1,10 +1,11 @@
 """Decoding speed: beam search with the key/value cache against recomputing the decoder each step.
 
 Both translate the same source sentences with zoo.beam_search (beam 4) over the same
-benchmarks.models.Transformer and must return the same beams:
+zoo.transformer.Transformer (post-norm, no dropout) and must return the same beams:
 
-  cached     decode_step: one new target position per step; each self-attention layer appends its
-             key and value to the cache (zoo.MultiHeadAttention(decode=True)) and attends to it.
+  cached     Transformer.init_decode_state + Transformer.decode_step: one new target position per
+             step; each self-attention layer appends its key and value to the cache
+             (zoo.MultiHeadAttention(decode=True)) and attends to it.
   recompute  every step runs the decoder over the whole padded prefix (max_len positions, causal
              mask) and keeps the logits of the current position: the cost of decoding without a
              cache, quadratic in the output length.
@@ -28,6 +29,7 @@ import zoo
 from benchmarks import common
 from benchmarks import models
 from benchmarks import report
+from zoo.transformer import Transformer
 
 BOS, EOS = 2, 3
 
@@ -50,43 +52,41 @@ def size_for(settings: common.Settings, gpu: bool) -> DecodingSize:
   return DecodingSize()
 
 
-def translators(model: models.Transformer, beam: int, max_len: int):
+def build_model(m: models.TransformerSize, max_len: int) -> Transformer:
+  """The zoo Transformer of these sizes (post-norm, no dropout)."""
+  return Transformer(m.vocab, m.vocab, model_dim=m.width, num_heads=m.heads, ffn_hidden=m.ffn,
+                     num_encoder_layers=m.layers, num_decoder_layers=m.layers, dropout_rate=0.0,
+                     max_len=max_len)
+
+
+def translators(model: Transformer, beam: int, max_len: int):
   """(cached, recompute): jitted functions (params, src, src_lens) -> zoo.Beams."""
-  decode = models.Transformer.decode
 
   def search(step, state):
     return zoo.beam_search(step, state, beam_size=beam, bos_id=BOS, eos_id=EOS, max_len=max_len)
 
   @jax.jit
   def cached(params, src, src_lens):
-    enc = model.apply({"params": params}, src, src_lens, method=models.Transformer.encode)
-    batch = src.shape[0]
-    # The call that creates the cache takes a full-length input; its outputs are not needed.
-    _, created = model.apply({"params": params}, jnp.zeros((batch, max_len), jnp.int32), enc,
-                             src_lens, decode=True, method=decode, mutable=["cache"])
-
-    def step(state, tokens):
-      logits, updated = model.apply({"params": params, "cache": state["cache"]}, tokens[:, None],
-                                    state["enc"], state["src_lens"], decode=True, method=decode,
-                                    mutable=["cache"])
-      return logits[:, 0], dict(state, cache=updated["cache"])
-
-    return search(step, dict(cache=created["cache"], enc=enc, src_lens=src_lens))
+    variables = {"params": params}
+    state = model.apply(variables, src, src_lens, max_len=max_len,
+                        method=Transformer.init_decode_state)
+    return search(lambda s, t: model.apply(variables, s, t, method=Transformer.decode_step),
+                  state)
 
   @jax.jit
   def recompute(params, src, src_lens):
-    enc = model.apply({"params": params}, src, src_lens, method=models.Transformer.encode)
-    batch = src.shape[0]
+    variables = {"params": params}
+    enc = model.apply(variables, src, src_lens, method=Transformer.encode)
 
     def step(state, tokens):
       prefix = lax.dynamic_update_slice(state["prefix"], tokens[:, None], (0, state["step"]))
-      logits = model.apply({"params": params}, prefix, state["enc"], state["src_lens"],
-                           method=decode)  # (N, max_len, V)
+      logits = model.apply(variables, prefix, state["enc"], state["src_lens"],
+                           method=Transformer.decode)  # (N, max_len, V)
       current = lax.dynamic_index_in_dim(logits, state["step"], axis=1, keepdims=False)
       return current, dict(state, prefix=prefix, step=state["step"] + 1)
 
-    start = dict(prefix=jnp.zeros((batch, max_len), jnp.int32), step=jnp.array(0, jnp.int32),
-                 enc=enc, src_lens=src_lens)
+    start = dict(prefix=jnp.zeros((src.shape[0], max_len), jnp.int32),
+                 step=jnp.array(0, jnp.int32), enc=enc, src_lens=src_lens)
     return search(step, start)
 
   return cached, recompute
@@ -95,12 +95,11 @@ def translators(model: models.Transformer, beam: int, max_len: int):
 def run(settings: common.Settings) -> dict[str, Any]:
   size = size_for(settings, common.on_gpu())
   m = size.model
-  model = models.Transformer(m.vocab, m.vocab, m.width, m.heads, m.ffn, m.layers,
-                             max_len=max(size.max_len, m.src_len))
+  model = build_model(m, max(size.max_len, m.src_len))
   batch = models.translation_inputs(dataclasses.replace(m, batch=size.sentences))
   src, src_lens = jnp.asarray(batch["src"]), jnp.asarray(batch["src_lens"])
-  params = jax.jit(model.init)(jax.random.key(0), src, src_lens, jnp.asarray(batch["tgt_in"]))
-  params = params["params"]
+  params = jax.jit(model.init)(jax.random.key(0), src, jnp.asarray(batch["tgt_in"]),
+                               src_lens)["params"]
   cached, recompute = translators(model, size.beam, size.max_len)
   beams = {"cached": cached(params, src, src_lens), "recompute": recompute(params, src, src_lens)}
   same_tokens = bool(np.array_equal(beams["cached"].tokens, beams["recompute"].tokens))
@@ -134,7 +133,8 @@ def markdown(suite: dict[str, Any]) -> str:
   return "\n".join([
       "### Decoding (beam search, key/value cache vs recomputing the prefix)", "",
       f"{size['sentences']} source sentences of up to {m['src_len']} tokens, beam {size['beam']}, "
-      f"max_len {size['max_len']} (mean output length {suite['mean_length']:.1f}); Transformer "
+      f"max_len {size['max_len']} (mean output length {suite['mean_length']:.1f}); "
+      f"zoo.transformer.Transformer (post-norm) "
       f"width {m['width']}, {m['heads']} heads, ffn {m['ffn']}, {m['layers']}+{m['layers']} "
       f"layers, vocabulary {m['vocab']}. Same beams from both: {suite['same_tokens']} (largest "
       f"score difference {suite['max_score_gap']:.1e}). Ratio: recompute's time over the "

@@ -143,12 +143,12 @@ def test_cached_and_recomputed_beam_search_agree():
   size = models.TransformerSize(batch=B, src_len=S, tgt_len=6, vocab=13, width=8, heads=2,
                                 ffn=10, layers=1)
   batch = models.translation_inputs(size, seed=3)
-  model = models.Transformer(13, 13, 8, 2, 10, 1, max_len=6)
+  model = decoding.build_model(size, max_len=6)
   src, src_lens = jnp.asarray(batch["src"]), jnp.asarray(batch["src_lens"])
-  params = _random_params(model, src, src_lens, jnp.asarray(batch["tgt_in"]), scale=1.0, seed=5)
-  # An eos bias that makes one hypothesis per sentence end at once while the other runs all
-  # max_len steps through the cache.
-  params["out"]["bias"] = jnp.zeros(13).at[decoding.EOS].set(1.5)
+  params = _random_params(model, src, jnp.asarray(batch["tgt_in"]), src_lens, scale=1.0, seed=5)
+  # An eos bias that makes some hypotheses end early while others run all max_len steps
+  # through the cache.
+  params["output"]["bias"] = jnp.zeros(13).at[decoding.EOS].set(0.5)
   cached, recompute = decoding.translators(model, beam=2, max_len=6)
   got, want = cached(params, src, src_lens), recompute(params, src, src_lens)
   np.testing.assert_array_equal(got.tokens, want.tokens)
