@@ -15,6 +15,7 @@ calls) and the 'cpu' or 'gpu' block of docs/BENCHMARKS.md, leaving the rest of t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Any, Callable
@@ -52,8 +53,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--json", default=None,
                       help="JSON file to merge results into (default: "
                            "benchmarks/results/<cpu|gpu>.json for a full run, none with --quick)")
-  parser.add_argument("--from-json", default=None,
-                      help="render the markdown from this JSON file instead of measuring")
+  parser.add_argument("--dtypes", default=None,
+                      help="comma-separated dtypes of the attention suite (default: float32 on "
+                           "a CPU, bfloat16 on a GPU)")
+  parser.add_argument("--from-json", nargs="+", default=None,
+                      help="render the markdown from these JSON files (merged in order) instead "
+                           "of measuring")
   parser.add_argument("--note", default="",
                       help="a sentence added to the markdown block (e.g. about the load)")
   return parser.parse_args(argv)
@@ -74,11 +79,26 @@ def render(results: dict[str, Any], note: str = "") -> tuple[str, str]:
   return key, report.render(results, renderers, HEADINGS[key], preamble)
 
 
+def _merge_attention(results: dict[str, Any], stored: dict[str, Any]) -> None:
+  """Merges stored results into `results`: later suites replace earlier ones, except that the
+  rows of attention suites measured in separate calls (one per dtype) are concatenated."""
+  results["machine"] = stored.get("machine", results.get("machine"))
+  results["settings"] = stored.get("settings", results.get("settings"))
+  for name, suite in stored.get("suites", {}).items():
+    earlier = results["suites"].get(name)
+    if name == "attention" and isinstance(earlier, dict) and "rows" in earlier and "rows" in suite:
+      suite = dict(suite, rows=earlier["rows"] + suite["rows"])
+    results["suites"][name] = suite
+
+
 def main(argv: list[str] | None = None) -> int:
   args = parse_args(argv)
   if args.from_json:
-    with open(args.from_json, encoding="utf-8") as f:
-      results = json.load(f)
+    results: dict[str, Any] = {"suites": {}}
+    for path in args.from_json:
+      with open(path, encoding="utf-8") as f:
+        stored = json.load(f)
+      _merge_attention(results, stored)
     key, text = render(results, args.note)
     print(text)
     if args.out:
@@ -89,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
   if unknown:
     raise SystemExit(f"--suites: unknown {unknown}; known are {', '.join(SUITES)}")
   settings = common.QUICK if args.quick else common.Settings()
+  if common.on_gpu() and not args.quick:  # steadier timings; the device time is rationed
+    settings = dataclasses.replace(settings, repeats=5, min_repeat_s=0.02)
+  if args.dtypes:
+    settings = dataclasses.replace(settings, dtypes=tuple(args.dtypes.split(",")))
   machine = common.machine()
   key = "cpu" if machine["backend"] == "cpu" else "gpu"
   out = args.out or (None if args.quick else "docs/BENCHMARKS.md")

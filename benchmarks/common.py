@@ -34,12 +34,14 @@ class Settings:
       calls are not dominated by the clock's resolution.
     max_calls: at most this many calls in one repeat.
     quick: the small sizes that check the harness end to end in a minute or two.
+    dtypes: the attention suite's dtypes, if not its defaults (a GPU run split over calls).
   """
   warmup: int = 2
   repeats: int = 7
   min_repeat_s: float = 0.05
   max_calls: int = 50
   quick: bool = False
+  dtypes: tuple[str, ...] | None = None
 
 
 QUICK = Settings(warmup=1, repeats=3, min_repeat_s=0.0, max_calls=1, quick=True)

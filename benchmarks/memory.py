@@ -93,7 +93,7 @@ def run(settings: common.Settings) -> dict[str, Any]:
         except Exception as failure:  # pylint: disable=broad-except
           temp, error = None, common.failure_message(failure)
         entry = dict(temp_bytes=temp, error=error)
-        if gpu and not settings.quick:
+        if gpu and not settings.quick and mode == "forward+backward":
           entry.update({f"measured_{k}": v for k, v in _measured_peak(
               name, mode, g["dtype"], g["head_dim"], g["width"], length).items()})
         row["results"][name] = entry
@@ -119,9 +119,9 @@ def markdown(suite: dict[str, Any]) -> str:
         cell = report.megabytes(e["temp_bytes"])
         if name != "flax":
           cell += f" ({report.speedup(e['saving'])})"
-      if measured:
-        peak = e.get("measured_peak_bytes")
-        cell += f"; peak {report.megabytes(peak)}" if peak else "; peak: OOM/failed"
+      if "measured_peak_bytes" in e:
+        peak = e["measured_peak_bytes"]
+        cell += f"; peak {report.megabytes(peak)}" if peak else "; peak: failed (OOM?)"
       cells.append(cell)
     rows.append(cells)
   lines = [
@@ -130,8 +130,9 @@ def markdown(suite: dict[str, Any]) -> str:
       f"{suite['dtype']}. Each cell: XLA's planned scratch memory (MiB) of the compiled program "
       "(arguments and outputs excluded) and, in brackets, flax's over the variant's (above 1: "
       "less memory)."
-      + (" 'peak': the device's peak allocation (MiB) when the program ran alone in a fresh "
-         "process." if measured else " Measured device peaks are taken on GPUs only."), "",
+      + (" 'peak' (forward+backward): the device's peak allocation (MiB) when the program ran "
+         "alone in a fresh process." if measured
+         else " Measured device peaks are taken on GPUs only."), "",
       report.table(["pass", "L"] + [f"`{n}`" for n in names], rows,
                    ["l", "r"] + ["r"] * len(names))]
   return "\n".join(lines)
