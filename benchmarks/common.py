@@ -35,6 +35,8 @@ class Settings:
     max_calls: at most this many calls in one repeat.
     quick: the small sizes that check the harness end to end in a minute or two.
     dtypes: the attention suite's dtypes, if not its defaults (a GPU run split over calls).
+    budget_s: about the most seconds one implementation's timing may take; a very slow one (e.g.
+      PyTorch's threads fighting over a loaded CPU) gets fewer repeats (at least 3).
   """
   warmup: int = 2
   repeats: int = 7
@@ -42,6 +44,7 @@ class Settings:
   max_calls: int = 50
   quick: bool = False
   dtypes: tuple[str, ...] | None = None
+  budget_s: float = 120.0
 
 
 QUICK = Settings(warmup=1, repeats=3, min_repeat_s=0.0, max_calls=1, quick=True)
@@ -77,14 +80,20 @@ def time_side_by_side(runs: Mapping[str, Callable[[], Any]],
   """
   results: dict[str, float | str] = {}
   calls: dict[str, int] = {}
+  wanted: dict[str, int] = {}
   for name, run in runs.items():
     try:
-      last = 0.0
-      for _ in range(max(1, settings.warmup)):
+      last, warm = 0.0, 0.0
+      for index in range(max(1, settings.warmup)):
+        if index and warm > settings.budget_s / 4:
+          break
         start = time.perf_counter()
         run()
         last = time.perf_counter() - start
+        warm += last
       calls[name] = _calls_per_repeat(last, settings)
+      affordable = int(settings.budget_s / max(last * calls[name], 1e-9))
+      wanted[name] = max(min(3, settings.repeats), min(settings.repeats, affordable))
     except Exception as error:  # pylint: disable=broad-except
       results[name] = failure_message(error)
   names = list(calls)
@@ -92,6 +101,8 @@ def time_side_by_side(runs: Mapping[str, Callable[[], Any]],
   for repeat in range(settings.repeats):
     shift = repeat % max(1, len(names))
     for name in names[shift:] + names[:shift]:
+      if len(samples[name]) >= wanted[name]:
+        continue
       start = time.perf_counter()
       for _ in range(calls[name]):
         runs[name]()

@@ -4,6 +4,7 @@ markdown/JSON writers of the benchmarks."""
 from __future__ import annotations
 
 import json
+import time
 
 import jax
 import jax.numpy as jnp
@@ -75,6 +76,23 @@ def test_time_side_by_side_reports_medians_and_failures():
   assert isinstance(times["a"], float) and times["a"] >= 0.0
   assert times["broken"] == "ValueError: cudnn: unsupported head width"
   assert calls == {"a": 7, "b": 7}  # 2 warm-up + 5 timed calls each
+
+
+def test_time_side_by_side_repeats_a_slow_callable_less():
+  calls = {"fast": 0, "slow": 0}
+
+  def fast():
+    calls["fast"] += 1
+
+  def slow():
+    calls["slow"] += 1
+    time.sleep(0.02)
+
+  settings = common.Settings(warmup=2, repeats=6, min_repeat_s=0.0, max_calls=1, budget_s=0.05)
+  times = common.time_side_by_side({"fast": fast, "slow": slow}, settings)
+  # One warm-up call (it already took more than a quarter of the budget), then 3 repeats.
+  assert calls == {"fast": 8, "slow": 1 + 3}
+  assert times["slow"] >= 0.02
 
 
 def test_ratio():
