@@ -150,10 +150,8 @@ def _check_common(step_fn, init_state, bos_id, eos_id, max_len, exact_lens) -> i
   return _batch_size(init_state, exact_lens)
 
 
-def _check_step_output(step_fn, state, rows: int, eos_id: int) -> int:
-  """Traces step_fn once on shapes only; returns V. Runs at trace time, inside the jitted search."""
-  tokens = jax.ShapeDtypeStruct((rows,), jnp.int32)
-  logits, new_state = jax.eval_shape(step_fn, state, tokens)
+def _check_step_output(logits, rows: int, state, new_state, eos_id: int) -> None:
+  """Checks what step_fn returned for `rows` rows; runs while the search traces its loop body."""
   if len(logits.shape) != 2 or logits.shape[0] != rows:
     raise ValueError(f"step_fn must return logits of shape (N, V) with N = {rows} rows, got shape "
                      f"{logits.shape}")
@@ -173,7 +171,6 @@ def _check_step_output(step_fn, state, rows: int, eos_id: int) -> int:
           f"step_fn changed the state leaf state{jax.tree_util.keystr(path)} from shape "
           f"{old.shape} and dtype {old.dtype} to shape {new.shape} and dtype {new.dtype}; the "
           f"state must keep its shapes and dtypes from step to step")
-  return vocab
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,9 +182,10 @@ def _as_state(init_state) -> State:
   return jax.tree.map(lambda x: jnp.asarray(x, dtype=jnp.result_type(x)), init_state)
 
 
-def _step_log_probs(step_fn, state, tokens):
+def _step_log_probs(step_fn, state, tokens, eos_id: int):
   """One decoder step: float32 log-probabilities (N, V) and the new state (dtypes kept)."""
   logits, new_state = step_fn(state, tokens)
+  _check_step_output(logits, tokens.shape[0], state, new_state, eos_id)
   new_state = jax.tree.map(lambda new, old: new.astype(old.dtype), new_state, state)
   return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1), new_state
 
@@ -225,13 +223,12 @@ def _write_column(tokens, t, column):
 def _greedy(init_state, exact_lens, *, step_fn, bos_id, eos_id, max_len) -> Decoded:
   state = _as_state(init_state)
   batch = _batch_size(state, exact_lens)
-  _check_step_output(step_fn, state, batch, eos_id)
   if exact_lens is not None:
     exact_lens = exact_lens.astype(jnp.int32)
 
   def body(carry):
     t, state, prev, tokens, lengths, scores, finished = carry
-    log_probs, state = _step_log_probs(step_fn, state, prev)  # (B, V)
+    log_probs, state = _step_log_probs(step_fn, state, prev, eos_id)  # (B, V)
     choice = jnp.argmax(_constrain(log_probs, t, eos_id, exact_lens), axis=-1)  # (B,)
     choice_log_prob = jnp.take_along_axis(log_probs, choice[:, None], axis=-1)[:, 0]
     token = jnp.where(finished, 0, choice).astype(jnp.int32)
@@ -311,15 +308,15 @@ def _beam(init_state, exact_lens, length_penalty, *, step_fn, beam_size, bos_id,
   # Row b * W + w of the tiled state is beam w of example b.
   state = jax.tree.map(lambda x: x if x.ndim == 0 else jnp.repeat(x, width, axis=0),
                        _as_state(init_state))
-  vocab = _check_step_output(step_fn, state, rows, eos_id)
   if exact_lens is not None:
     exact_lens = exact_lens.astype(jnp.int32)[:, None]  # (B, 1), broadcast over beams
   alpha = jnp.asarray(length_penalty, jnp.float32)
-  is_eos = jnp.arange(vocab) == eos_id  # (V,)
   row_offsets = (jnp.arange(batch) * width)[:, None]  # (B, 1)
 
   def body(c: _BeamCarry) -> _BeamCarry:
-    log_probs, new_state = _step_log_probs(step_fn, c.state, c.last)  # (B * W, V)
+    log_probs, new_state = _step_log_probs(step_fn, c.state, c.last, eos_id)  # (B * W, V)
+    vocab = log_probs.shape[-1]
+    is_eos = jnp.arange(vocab) == eos_id  # (V,)
     log_probs = _constrain(log_probs.reshape(batch, width, vocab), c.t, eos_id, exact_lens)
     candidates = c.alive_scores[..., None] + log_probs  # (B, W, V)
 
