@@ -50,3 +50,9 @@ from zoo.seq2seq import RecurrentEncoder
 from zoo.seq2seq import Seq2Seq
 from zoo.seq2seq import bahdanau_seq2seq
 from zoo.seq2seq import luong_seq2seq
+from zoo.transformer import DecoderBlock
+from zoo.transformer import EncoderBlock
+from zoo.transformer import PositionwiseFFN
+from zoo.transformer import Transformer
+from zoo.transformer import TransformerDecoder
+from zoo.transformer import TransformerEncoder

@@ -1,0 +1,387 @@
+"""Transformer blocks, stacks and a token-level encoder-decoder (Vaswani et al.; d2l and Paddle).
+
+  PositionwiseFFN            Dense(hidden) -> activation -> dropout -> Dense(D), at every position.
+  EncoderBlock               self-attention and FFN, each wrapped in residual + LayerNorm.
+  DecoderBlock               masked self-attention (with a key/value cache when decoding),
+                             cross-attention over the encoder outputs, FFN.
+  TransformerEncoder/Decoder N blocks over already-embedded inputs (B, L, D).
+  Transformer                embeddings * sqrt(D) + sinusoidal positions, encoder, decoder, logits;
+                             `decode_step` for greedy/beam search (zoo.search).
+
+Every block comes in post-norm form, x = LN(x + dropout(f(x))) (the original Transformer, d2l's
+AddNorm), or pre-norm form, x = x + dropout(f(LN(x))) (`normalize_before=True`, Paddle's name), in
+which case a stack ends with a final LayerNorm. Masks are built once at the top (True = may attend)
+and passed down unchanged. Attention weights are sown into the 'intermediates' collection as
+'self_attention_weights' and 'cross_attention_weights' (B, H, Q, K) when that collection is mutable
+and implementation='vmap' (the fused path does not compute weights).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from zoo import _checks
+from zoo import masking
+from zoo import positional
+from zoo.multihead import MultiHeadAttention
+
+Dtype = Any
+PyTree = Any
+
+
+class PositionwiseFFN(nn.Module):
+  """The same two-layer network applied at every position.
+
+  Attributes:
+    hidden: the inner width (Vaswani: 4 * D).
+    dropout_rate: dropout after the activation (Paddle's act_dropout).
+    activation: the nonlinearity (ReLU by default).
+    out_features: the output width; default the input width D.
+    dtype: the dtype of the computation.
+    param_dtype: the dtype parameters are stored in.
+  """
+  hidden: int
+  dropout_rate: float = 0.0
+  activation: Callable[[jax.Array], jax.Array] = nn.relu
+  out_features: int | None = None
+  dtype: Dtype = jnp.float32
+  param_dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: jax.Array, *, deterministic: bool = True) -> jax.Array:
+    """x (..., D) -> (..., out_features or D)."""
+    _checks.floating(x, "x")
+    _checks.min_rank(x, 1, "x")
+    dense = lambda features, name: nn.Dense(features, dtype=self.dtype,
+                                            param_dtype=self.param_dtype, name=name)
+    h = self.activation(dense(self.hidden, "dense_in")(x))  # (..., hidden)
+    h = nn.Dropout(self.dropout_rate)(h, deterministic=deterministic)
+    return dense(self.out_features or x.shape[-1], "dense_out")(h)
+
+
+class _Sublayers(nn.Module):
+  """Hyperparameters shared by the blocks and stacks (keyword-only), and the residual wiring.
+
+  Attributes:
+    num_heads: H.
+    ffn_hidden: the inner width of the position-wise FFN.
+    dropout_rate: dropout on each sublayer's output before the residual sum, and after the FFN's
+      activation.
+    attention_dropout_rate: dropout on the attention weights; None means dropout_rate.
+    normalize_before: pre-norm (True) or post-norm (False, the original Transformer).
+    activation: the FFN's nonlinearity.
+    qkv_features: H * Dh of every attention; default D.
+    num_kv_heads: key/value heads of the self-attention and cross-attention (grouped-query).
+    implementation: 'vmap' or 'fused' (see MultiHeadAttention).
+    layer_norm_epsilon: LayerNorm's epsilon (1e-5, as PyTorch and Paddle).
+    dtype: the dtype of the computation.
+    param_dtype: the dtype parameters are stored in.
+  """
+  _: dataclasses.KW_ONLY
+  num_heads: int
+  ffn_hidden: int
+  dropout_rate: float = 0.1
+  attention_dropout_rate: float | None = None
+  normalize_before: bool = False
+  activation: Callable[[jax.Array], jax.Array] = nn.relu
+  qkv_features: int | None = None
+  num_kv_heads: int | None = None
+  implementation: str = "vmap"
+  layer_norm_epsilon: float = 1e-5
+  dtype: Dtype = jnp.float32
+  param_dtype: Dtype = jnp.float32
+
+  def _sublayer_fields(self) -> dict[str, Any]:
+    """The shared hyperparameters, to build blocks with."""
+    return {f.name: getattr(self, f.name) for f in dataclasses.fields(_Sublayers)
+            if f.name not in ("parent", "name")}
+
+  def _layer_norm(self, name: str) -> nn.LayerNorm:
+    return nn.LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype,
+                        param_dtype=self.param_dtype, name=name)
+
+  def _residual(self, name: str, x: jax.Array, sublayer: Callable[[jax.Array], jax.Array],
+                deterministic: bool) -> jax.Array:
+    """Post-norm LN(x + dropout(f(x))) or pre-norm x + dropout(f(LN(x))); x (B, L, D)."""
+    norm = self._layer_norm(f"{name}_norm")
+    drop = lambda h: nn.Dropout(self.dropout_rate)(h, deterministic=deterministic)
+    if self.normalize_before:
+      return x + drop(sublayer(norm(x)))
+    return norm(x + drop(sublayer(x)))
+
+  def _attention(self, name: str, queries: jax.Array, keys: jax.Array | None,
+                 mask: jax.Array | None, deterministic: bool, decode: bool = False) -> jax.Array:
+    """Multi-head attention queries (B, Q, D) over keys (B, K, D) (None: self); sows the weights."""
+    rate = self.dropout_rate if self.attention_dropout_rate is None else self.attention_dropout_rate
+    mha = MultiHeadAttention(num_heads=self.num_heads, qkv_features=self.qkv_features,
+                             dropout_rate=rate, num_kv_heads=self.num_kv_heads,
+                             implementation=self.implementation, dtype=self.dtype,
+                             param_dtype=self.param_dtype, name=name)
+    sow = self.implementation == "vmap" and self.is_mutable_collection("intermediates")
+    result = mha(queries, keys, mask=mask, deterministic=deterministic, return_weights=sow,
+                 decode=decode)
+    if not sow:
+      return result
+    out, weights = result
+    self.sow("intermediates", f"{name}_weights", weights)
+    return out
+
+  def _ffn(self, x: jax.Array, deterministic: bool) -> jax.Array:
+    ffn = PositionwiseFFN(self.ffn_hidden, dropout_rate=self.dropout_rate,
+                          activation=self.activation, dtype=self.dtype,
+                          param_dtype=self.param_dtype, name="ffn")
+    return ffn(x, deterministic=deterministic)
+
+
+class EncoderBlock(_Sublayers):
+  """Self-attention then FFN, each with residual + LayerNorm (post- or pre-norm).
+
+  Built with keyword arguments only (see _Sublayers for all of them), e.g.
+  `EncoderBlock(num_heads=4, ffn_hidden=48, normalize_before=True)`.
+  """
+
+  @nn.compact
+  def __call__(self, x: jax.Array, *, mask: jax.Array | None = None,
+               deterministic: bool = True) -> jax.Array:
+    """Encodes x.
+
+    Args:
+      x: float (B, L, D).
+      mask: bool broadcastable to (B, H, L, L), True = may attend (e.g. key padding (B, 1, 1, L)).
+      deterministic: False applies dropout.
+
+    Returns:
+      (B, L, D).
+    """
+    _checks.rank(x, 3, "x")
+    attend = lambda h: self._attention("self_attention", h, None, mask, deterministic)
+    x = self._residual("self_attention", x, attend, deterministic)
+    return self._residual("ffn", x, lambda h: self._ffn(h, deterministic), deterministic)
+
+
+class DecoderBlock(_Sublayers):
+  """Masked self-attention, cross-attention over the encoder outputs, FFN; each with residual +
+  LayerNorm (post- or pre-norm). Keyword arguments only (see _Sublayers)."""
+
+  @nn.compact
+  def __call__(self, x: jax.Array, enc_outputs: jax.Array, *,
+               self_mask: jax.Array | None = None, cross_mask: jax.Array | None = None,
+               deterministic: bool = True, decode: bool = False) -> jax.Array:
+    """Decodes x given the encoder outputs.
+
+    Args:
+      x: float (B, T, D), the embedded target positions.
+      enc_outputs: float (B, S, D).
+      self_mask: bool broadcastable to (B, H, T, T), normally causal; None when decoding with the
+        cache, which masks causally itself.
+      cross_mask: bool broadcastable to (B, H, T, S), normally source key padding (B, 1, 1, S).
+      deterministic: False applies dropout.
+      decode: use and update the self-attention's key/value cache (see MultiHeadAttention).
+
+    Returns:
+      (B, T, D).
+    """
+    _checks.rank(x, 3, "x")
+    _checks.rank(enc_outputs, 3, "enc_outputs")
+    attend_self = lambda h: self._attention("self_attention", h, None, self_mask, deterministic,
+                                            decode)
+    attend_source = lambda h: self._attention("cross_attention", h, enc_outputs, cross_mask,
+                                              deterministic)
+    x = self._residual("self_attention", x, attend_self, deterministic)
+    x = self._residual("cross_attention", x, attend_source, deterministic)
+    return self._residual("ffn", x, lambda h: self._ffn(h, deterministic), deterministic)
+
+
+class TransformerEncoder(_Sublayers):
+  """`num_layers` EncoderBlocks (named layers_0, ...) over embedded inputs, plus a final LayerNorm
+  in pre-norm form. `TransformerEncoder(num_layers, num_heads=..., ffn_hidden=..., ...)`."""
+  num_layers: int
+
+  @nn.compact
+  def __call__(self, x: jax.Array, *, mask: jax.Array | None = None,
+               deterministic: bool = True) -> jax.Array:
+    """x (B, L, D), mask broadcastable to (B, H, L, L) -> (B, L, D)."""
+    for i in range(self.num_layers):
+      x = EncoderBlock(**self._sublayer_fields(), name=f"layers_{i}")(
+          x, mask=mask, deterministic=deterministic)
+    return self._layer_norm("final_norm")(x) if self.normalize_before else x
+
+
+class TransformerDecoder(_Sublayers):
+  """`num_layers` DecoderBlocks (named layers_0, ...) over embedded targets, plus a final LayerNorm
+  in pre-norm form. `TransformerDecoder(num_layers, num_heads=..., ffn_hidden=..., ...)`."""
+  num_layers: int
+
+  @nn.compact
+  def __call__(self, x: jax.Array, enc_outputs: jax.Array, *,
+               self_mask: jax.Array | None = None, cross_mask: jax.Array | None = None,
+               deterministic: bool = True, decode: bool = False) -> jax.Array:
+    """x (B, T, D), enc_outputs (B, S, D) -> (B, T, D); arguments as in DecoderBlock."""
+    for i in range(self.num_layers):
+      x = DecoderBlock(**self._sublayer_fields(), name=f"layers_{i}")(
+          x, enc_outputs, self_mask=self_mask, cross_mask=cross_mask,
+          deterministic=deterministic, decode=decode)
+    return self._layer_norm("final_norm")(x) if self.normalize_before else x
+
+
+class Transformer(_Sublayers):
+  """Token-level Transformer encoder-decoder for sequence to sequence tasks.
+
+  `Transformer(src_vocab_size, tgt_vocab_size, model_dim=..., num_heads=..., ffn_hidden=..., ...)`
+  with the block hyperparameters of _Sublayers as keywords.
+
+  Attributes:
+    src_vocab_size: source vocabulary size.
+    tgt_vocab_size: V, target vocabulary size.
+    model_dim: D.
+    num_encoder_layers: encoder blocks.
+    num_decoder_layers: decoder blocks.
+    share_embeddings: one embedding table for source and target (needs equal vocabularies).
+    tie_output: the output projection is the transposed target embedding (no bias).
+    max_len: the longest position the sinusoidal encoding is checked for.
+  """
+  src_vocab_size: int
+  tgt_vocab_size: int
+  _: dataclasses.KW_ONLY
+  model_dim: int
+  num_encoder_layers: int = 6
+  num_decoder_layers: int = 6
+  share_embeddings: bool = False
+  tie_output: bool = False
+  max_len: int = 1000
+
+  def setup(self):
+    if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+      raise ValueError(f"share_embeddings needs src_vocab_size == tgt_vocab_size, got "
+                       f"{self.src_vocab_size} and {self.tgt_vocab_size}")
+    embed = lambda size, name: nn.Embed(size, self.model_dim, dtype=self.dtype,
+                                        param_dtype=self.param_dtype, name=name)
+    self.src_embed = embed(self.src_vocab_size, "src_embed")
+    self.tgt_embed = (self.src_embed if self.share_embeddings
+                      else embed(self.tgt_vocab_size, "tgt_embed"))
+    self.positions = positional.SinusoidalPositionEncoding(
+        dropout_rate=self.dropout_rate, max_len=self.max_len, dtype=self.dtype)
+    fields = self._sublayer_fields()
+    self.encoder = TransformerEncoder(self.num_encoder_layers, **fields)
+    self.decoder = TransformerDecoder(self.num_decoder_layers, **fields)
+    if not self.tie_output:
+      self.output = nn.Dense(self.tgt_vocab_size, dtype=self.dtype, param_dtype=self.param_dtype)
+
+  def _embed(self, table: nn.Embed, tokens: jax.Array, offset: int | jax.Array,
+             deterministic: bool) -> jax.Array:
+    """tokens int (B, L) -> (B, L, D): embedding * sqrt(D) + position encoding, dropout."""
+    _checks.rank(tokens, 2, "tokens")
+    _checks.integer(tokens, "tokens")
+    x = table(tokens) * jnp.asarray(math.sqrt(self.model_dim), self.dtype)  # (B, L, D)
+    return self.positions(x, offset=offset, deterministic=deterministic)
+
+  def _logits(self, hidden: jax.Array) -> jax.Array:
+    """(B, T, D) -> (B, T, V)."""
+    return self.tgt_embed.attend(hidden) if self.tie_output else self.output(hidden)
+
+  @staticmethod
+  def _source_mask(src_valid_lens: jax.Array | None, source: jax.Array,
+                   source_name: str) -> jax.Array | None:
+    """src_valid_lens int (B,) -> bool (B, 1, 1, S) for source (B, S, ...), or None."""
+    if src_valid_lens is None:
+      return None
+    _checks.integer(src_valid_lens, "src_valid_lens")
+    _checks.rank(src_valid_lens, 1, "src_valid_lens")
+    _checks.equal_dim(src_valid_lens, "src_valid_lens", 0, source, source_name, 0)
+    return masking.key_padding_mask(src_valid_lens, source.shape[1])
+
+  def encode(self, src_tokens: jax.Array, src_valid_lens: jax.Array | None = None, *,
+             deterministic: bool = True) -> jax.Array:
+    """src_tokens int (B, S), src_valid_lens int (B,) or None -> enc_outputs (B, S, D)."""
+    x = self._embed(self.src_embed, src_tokens, 0, deterministic)  # (B, S, D)
+    mask = self._source_mask(src_valid_lens, src_tokens, "src_tokens")  # (B, 1, 1, S)
+    return self.encoder(x, mask=mask, deterministic=deterministic)
+
+  def decode(self, tgt_tokens: jax.Array, enc_outputs: jax.Array,
+             src_valid_lens: jax.Array | None = None, *, deterministic: bool = True) -> jax.Array:
+    """Teacher forcing: every target position at once, causally masked.
+
+    Args:
+      tgt_tokens: int (B, T), the decoder inputs (bos, y_1, ..., y_{T-1}).
+      enc_outputs: (B, S, D).
+      src_valid_lens: int (B,) or None, the valid source positions.
+      deterministic: False applies dropout.
+
+    Returns:
+      logits (B, T, V).
+    """
+    x = self._embed(self.tgt_embed, tgt_tokens, 0, deterministic)  # (B, T, D)
+    causal = masking.causal_mask(tgt_tokens.shape[1])[None, None]  # (1, 1, T, T)
+    cross = self._source_mask(src_valid_lens, enc_outputs, "enc_outputs")  # (B, 1, 1, S)
+    hidden = self.decoder(x, enc_outputs, self_mask=causal, cross_mask=cross,
+                          deterministic=deterministic)
+    return self._logits(hidden)
+
+  def __call__(self, src_tokens: jax.Array, tgt_tokens: jax.Array,
+               src_valid_lens: jax.Array | None = None, *, deterministic: bool = True) -> jax.Array:
+    """src_tokens int (B, S), tgt_tokens int (B, T), src_valid_lens (B,) -> logits (B, T, V)."""
+    enc_outputs = self.encode(src_tokens, src_valid_lens, deterministic=deterministic)
+    return self.decode(tgt_tokens, enc_outputs, src_valid_lens, deterministic=deterministic)
+
+  # Incremental decoding (the decoding contract of zoo.search): the decoder's key/value cache is
+  # part of `state`, so a step is a pure function of (state, tokens) with the parameters closed
+  # over: `lambda s, t: model.apply(variables, s, t, method=Transformer.decode_step)`.
+
+  def init_decode_state(self, src_tokens: jax.Array, src_valid_lens: jax.Array | None = None, *,
+                        max_len: int) -> PyTree:
+    """Encodes the source and makes an empty cache for `max_len` target positions.
+
+    Args:
+      src_tokens: int (N, S).
+      src_valid_lens: int (N,) or None (all S positions valid).
+      max_len: the most target positions that will be decoded.
+
+    Returns:
+      state: {'enc_outputs' (N, S, D), 'src_valid_lens' int32 (N,), 'cache' (each layer's
+      cached_key/cached_value (N, max_len, Hkv, Dh) and cache_index ()), 'position' int32 ()}.
+      Rank-0 leaves are shared by all rows, as the decoding contract requires.
+    """
+    enc_outputs = self.encode(src_tokens, src_valid_lens)  # (N, S, D)
+    batch, src_len = src_tokens.shape
+    if src_valid_lens is None:
+      src_valid_lens = jnp.full((batch,), src_len, jnp.int32)
+    decoder = self.decoder.clone(parent=None)
+    targets = jax.ShapeDtypeStruct((batch, max_len, self.model_dim), self.dtype)
+    shapes = jax.eval_shape(  # the cache the decoder creates for inputs of length max_len
+        lambda x, enc: decoder.init(jax.random.key(0), x, enc, decode=True)["cache"],
+        targets, enc_outputs)
+    cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    return {"enc_outputs": enc_outputs, "src_valid_lens": jnp.asarray(src_valid_lens, jnp.int32),
+            "cache": cache, "position": jnp.array(0, jnp.int32)}
+
+  def prefill(self, state: PyTree, tokens: jax.Array) -> tuple[jax.Array, PyTree]:
+    """Appends T >= 1 target tokens to the decoding state (a prompt of any length, or one step).
+
+    Args:
+      state: from init_decode_state or an earlier call.
+      tokens: int (N, T), the next decoder inputs.
+
+    Returns:
+      (logits (N, T, V) for the next token after each of them, the new state).
+    """
+    x = self._embed(self.tgt_embed, tokens, state["position"], True)  # (N, T, D)
+    enc_outputs = state["enc_outputs"]
+    cross = masking.key_padding_mask(state["src_valid_lens"], enc_outputs.shape[1])  # (N,1,1,S)
+    decoder = self.decoder.clone(parent=None)
+    hidden, updated = decoder.apply(
+        {"params": self.decoder.variables["params"], "cache": state["cache"]}, x, enc_outputs,
+        cross_mask=cross, decode=True, mutable=["cache"])
+    new_state = dict(state, cache=updated["cache"], position=state["position"] + tokens.shape[1])
+    return self._logits(hidden), new_state
+
+  def decode_step(self, state: PyTree, tokens: jax.Array) -> tuple[jax.Array, PyTree]:
+    """One decoding step: tokens int (N,), the previous outputs -> (logits (N, V), new state)."""
+    _checks.rank(tokens, 1, "tokens")
+    logits, state = self.prefill(state, tokens[:, None])  # (N, 1, V)
+    return logits[:, 0], state
