@@ -4,7 +4,9 @@ The models are compiled into few programs: one trigram step function is shared b
 the examples differ through a per-example bias that lives in the decoder state (not a recompile).
 """
 
+import functools
 import itertools
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -69,17 +71,29 @@ class Trigram:
 MODEL = Trigram()
 
 
+# The searches run inside an outer jit (as users call them), compiled at XLA's cheapest
+# optimization level to keep the many small programs of this file quick to build. One program per
+# step function and static arguments, reused across calls like the search's own cache.
+FAST_COMPILE = {"xla_backend_optimization_level": 0}
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(search, step, **static):
+  run = lambda state, exact_lens, **traced: search(step, state, exact_lens=exact_lens,
+                                                   **static, **traced)
+  return jax.jit(run, compiler_options=FAST_COMPILE)
+
+
 def _greedy(step, state, max_len, exact_lens=None):
-  out = zoo.greedy_search(step, state, bos_id=BOS, eos_id=EOS, max_len=max_len,
-                          exact_lens=None if exact_lens is None else jnp.asarray(exact_lens))
-  return jax.device_get(out)
+  run = _compiled(zoo.greedy_search, step, bos_id=BOS, eos_id=EOS, max_len=max_len)
+  return jax.device_get(run(state, None if exact_lens is None else jnp.asarray(exact_lens)))
 
 
 def _beam(step, state, width, max_len, alpha=0.0, exact_lens=None):
-  out = zoo.beam_search(step, state, beam_size=width, bos_id=BOS, eos_id=EOS, max_len=max_len,
-                        length_penalty=alpha,
-                        exact_lens=None if exact_lens is None else jnp.asarray(exact_lens))
-  return jax.device_get(out)
+  run = _compiled(zoo.beam_search, step, beam_size=width, bos_id=BOS, eos_id=EOS,
+                  max_len=max_len)
+  return jax.device_get(run(state, None if exact_lens is None else jnp.asarray(exact_lens),
+                            length_penalty=alpha))
 
 
 def _constrained(log_probs, position, exact_len):
@@ -341,6 +355,7 @@ def test_low_precision_logits_are_scored_in_float32():
 
 
 def test_no_retrace_for_repeated_calls_with_equal_shapes():
+  # Called directly (the search's own jit), not through this file's helpers.
   traces = []
 
   def step(state, tokens):
@@ -349,10 +364,17 @@ def test_no_retrace_for_repeated_calls_with_equal_shapes():
 
   for seed in range(3):
     state = Trigram.init_state(Trigram.row_bias(seed))
-    _greedy(step, state, MAX_LEN)
-    _beam(step, state, 2, MAX_LEN, alpha=0.25 * seed, exact_lens=[seed, 1, 4])
+    exact_lens = jnp.array([seed, 1, 4], jnp.int32)
+    greedy = zoo.greedy_search(step, state, bos_id=BOS, eos_id=EOS, max_len=MAX_LEN)
+    beams = zoo.beam_search(step, state, beam_size=3, bos_id=BOS, eos_id=EOS, max_len=MAX_LEN,
+                            length_penalty=0.25 * seed, exact_lens=exact_lens)
     if seed == 0:
       traces_after_first_calls = len(traces)
+    for got, want in [(greedy, _greedy(MODEL.step, state, MAX_LEN)),
+                      (beams, _beam(MODEL.step, state, 3, MAX_LEN, 0.25 * seed, exact_lens))]:
+      np.testing.assert_array_equal(got.tokens, want.tokens)
+      np.testing.assert_array_equal(got.lengths, want.lengths)
+      np.testing.assert_allclose(got.scores, want.scores, rtol=1e-6)
   assert len(traces) == traces_after_first_calls
 
 
@@ -454,15 +476,51 @@ def _random_variables(model, seed, *args):
   return treedef.unflatten([(0.5 * rng.standard_normal(x.shape)).astype(x.dtype) for x in leaves])
 
 
-def _rescore(model, variables, src, src_lens, tokens, lengths):
+SRC_VOCAB, TGT_VOCAB, DECODE_LEN = 11, 13, 6
+
+
+class RealDecoder(NamedTuple):
+  """How the test drives one of the zoo's decoders (all with the sizes above)."""
+  model: Any
+  init_args: tuple  # model.init(key, *init_args) creates every parameter
+  init_state: Callable  # (variables, src, src_lens) -> decoding state with leading axis B
+  teacher_forced: Callable  # (variables, src, src_lens, inputs (N, T)) -> logits (N, T, V)
+
+
+def _seq2seq_decoder(builder, num_layers, src, src_lens):
+  from zoo import seq2seq  # pylint: disable=g-import-not-at-top
+
+  model = getattr(seq2seq, builder)(SRC_VOCAB, TGT_VOCAB, embed_dim=6, hidden_size=10,
+                                    num_layers=num_layers)
+  return RealDecoder(
+      model, (src, src_lens, jnp.zeros((B, DECODE_LEN), jnp.int32)),
+      lambda v, s, lens: model.apply(v, s, lens, method=seq2seq.Seq2Seq.init_decode_state),
+      lambda v, s, lens, inputs: model.apply(v, s, lens, inputs)[0])
+
+
+def _transformer_decoder(src, src_lens):
+  from zoo import transformer  # pylint: disable=g-import-not-at-top
+
+  model = transformer.Transformer(SRC_VOCAB, TGT_VOCAB, model_dim=12, num_heads=4, ffn_hidden=10,
+                                  num_encoder_layers=1, num_decoder_layers=1, dropout_rate=0.0,
+                                  normalize_before=True)
+  return RealDecoder(
+      model, (src, jnp.zeros((B, DECODE_LEN), jnp.int32), src_lens),
+      lambda v, s, lens: model.apply(v, s, lens, max_len=DECODE_LEN,
+                                     method=transformer.Transformer.init_decode_state),
+      lambda v, s, lens, inputs: model.apply(v, s, inputs, lens))
+
+
+def _rescore(decoder, variables, src, src_lens, tokens, lengths):
   """Teacher-forced log-probabilities of N hypotheses, float64 (N,).
 
   src (N, S) and src_lens (N,) are the source of each hypothesis; tokens int (N, T) and lengths
   (N,) are laid out as search outputs (eos at `length` when shorter than T).
   """
   count, max_len = tokens.shape
-  inputs = np.concatenate([np.full((count, 1), BOS), tokens], axis=1)  # bos, y_1, ..., y_T
-  logits, _ = jax.jit(model.apply)(variables, src, src_lens, jnp.asarray(inputs, jnp.int32))
+  inputs = np.concatenate([np.full((count, 1), BOS), tokens[:, :-1]], axis=1)  # bos, y_1, ...
+  logits = jax.jit(decoder.teacher_forced, compiler_options=FAST_COMPILE)(variables, src, src_lens,
+                                           jnp.asarray(inputs, jnp.int32))
   log_probs = np.asarray(jax.nn.log_softmax(jnp.asarray(logits, jnp.float32)), np.float64)
   out = np.zeros(count)
   for row, length in enumerate(lengths):
@@ -471,24 +529,25 @@ def _rescore(model, variables, src, src_lens, tokens, lengths):
   return out
 
 
-@pytest.mark.parametrize("builder, num_layers", [("bahdanau_seq2seq", 1), ("luong_seq2seq", 2)])
-def test_search_drives_the_seq2seq_decoders(builder, num_layers):
-  from zoo import seq2seq  # pylint: disable=g-import-not-at-top
-
-  src_vocab, tgt_vocab, max_len, width, alpha = 11, 13, 6, 4, 0.7
-  model = getattr(seq2seq, builder)(src_vocab, tgt_vocab, embed_dim=6, hidden_size=10,
-                                    num_layers=num_layers)
+@pytest.mark.parametrize("name", ["bahdanau", "luong", "transformer"])
+def test_search_drives_the_zoo_decoders(name):
+  width, alpha = 4, 0.7
   rng = np.random.default_rng(1)
-  src = rng.integers(4, src_vocab, (B, 7)).astype(np.int32)
+  src = rng.integers(4, SRC_VOCAB, (B, 7)).astype(np.int32)
   src_lens = np.array([7, 4, 2], np.int32)
-  variables = _random_variables(model, 2, src, src_lens, jnp.zeros((B, max_len), jnp.int32))
-  exact_lens = np.array([3, 6, 1], np.int32)
+  decoder = {
+      "bahdanau": lambda: _seq2seq_decoder("bahdanau_seq2seq", 1, src, src_lens),
+      "luong": lambda: _seq2seq_decoder("luong_seq2seq", 1, src, src_lens),
+      "transformer": lambda: _transformer_decoder(src, src_lens),
+  }[name]()
+  variables = _random_variables(decoder.model, 2, *decoder.init_args)
+  exact_lens = np.array([3, DECODE_LEN, 1], np.int32)
 
-  @jax.jit
+  @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
   def decode(variables, src, src_lens, exact_lens):
-    state = model.apply(variables, src, src_lens, method=type(model).init_decode_state)
-    step = lambda s, t: model.apply(variables, s, t, method=type(model).decode_step)
-    search = dict(bos_id=BOS, eos_id=EOS, max_len=max_len)
+    state = decoder.init_state(variables, src, src_lens)
+    step = lambda s, t: decoder.model.apply(variables, s, t, method="decode_step")
+    search = dict(bos_id=BOS, eos_id=EOS, max_len=DECODE_LEN)
     return (zoo.greedy_search(step, state, **search),
             zoo.beam_search(step, state, beam_size=1, **search),
             zoo.beam_search(step, state, beam_size=width, length_penalty=alpha,
@@ -498,8 +557,8 @@ def test_search_drives_the_seq2seq_decoders(builder, num_layers):
   np.testing.assert_array_equal(beam_one.tokens[:, 0], greedy.tokens)
   np.testing.assert_array_equal(beam_one.lengths[:, 0], greedy.lengths)
   np.testing.assert_allclose(beam_one.scores[:, 0], greedy.scores, rtol=1e-6)
-  assert beams.tokens.shape == (B, width, max_len) and beams.scores.shape == (B, width)
-  assert np.all(beams.tokens < tgt_vocab) and np.all(np.isfinite(beams.scores))
+  assert beams.tokens.shape == (B, width, DECODE_LEN) and beams.scores.shape == (B, width)
+  assert np.all(beams.tokens < TGT_VOCAB) and np.all(np.isfinite(beams.scores))
   assert np.all(np.diff(beams.scores, axis=1) <= 0)  # best first
   np.testing.assert_array_equal(beams.lengths, np.repeat(exact_lens[:, None], width, axis=1))
   for b in range(B):
@@ -507,10 +566,10 @@ def test_search_drives_the_seq2seq_decoders(builder, num_layers):
       _row(beams.tokens[b, i], beams.lengths[b, i])
   # Every hypothesis scores what the teacher-forced model gives it, so the state followed its
   # beam. The beams (row b * W + i) and the greedy outputs are rescored in one batch.
-  tokens = np.concatenate([beams.tokens.reshape(B * width, max_len), greedy.tokens])
+  tokens = np.concatenate([beams.tokens.reshape(B * width, DECODE_LEN), greedy.tokens])
   lengths = np.concatenate([beams.lengths.reshape(-1), greedy.lengths])
   sources = np.concatenate([np.repeat(np.arange(B), width), np.arange(B)])
-  rescored = _rescore(model, variables, src[sources], src_lens[sources], tokens, lengths)
+  rescored = _rescore(decoder, variables, src[sources], src_lens[sources], tokens, lengths)
   np.testing.assert_allclose(beams.scores * _penalty(beams.lengths, alpha),
                              rescored[:B * width].reshape(B, width), rtol=1e-4)
   np.testing.assert_allclose(greedy.scores, rescored[B * width:], rtol=1e-4)
