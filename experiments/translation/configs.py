@@ -1,0 +1,220 @@
+"""The named runs of the English->French experiment: one function per run, returning its Config.
+
+Full-size runs (meant for a GPU; not run in this project so far, see docs/RESULTS.md):
+
+    python -m experiments train translation --model transformer \
+        --data-dir /work/shared/data/fra-eng/fra-eng.zip --workdir runs/translation-transformer
+    python -m experiments train translation --model bahdanau \
+        --data-dir /work/shared/data/fra-eng/fra-eng.zip --workdir runs/translation-bahdanau
+
+CPU-sized runs (about 25 minutes each on 2 CPU cores; the measured results are in
+docs/RESULTS.md, "English->French translation"): `--model transformer_cpu` / `bahdanau_cpu`.
+
+Every run trains with teacher forcing on the masked sequence cross-entropy (label smoothing where
+the model config says so), evaluates dev loss, perplexity and greedy BLEU, keeps the parameters
+with the best dev BLEU, and scores the test split with greedy and beam search (sacreBLEU, one
+reference per line and multi-reference). Without --data-dir the shipped 10,000-pair sample is
+used. Then:
+
+    python -m experiments translate "I won !" --workdir runs/translation-transformer --beam 4 \
+        --heatmap attention.png
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from experiments import config as config_lib
+from experiments.translation import models
+
+
+@dataclasses.dataclass
+class TranslationDataConfig:
+  """How fra-eng becomes batches (pipelines.tasks.TranslationData), and how the task decodes.
+
+  Attributes:
+    max_src_len: the widest source, eos included (longer sentences keep their first tokens).
+    max_tgt_len: the widest decoder input, bos included; also the most tokens decoding emits
+      (eos included).
+    buckets: padded widths of the batches, ascending, the last == the maximum lengths (requires
+      max_src_len == max_tgt_len); None: the pipeline's default. Each width is one more compiled
+      step.
+    min_freq: tokens seen fewer times in train are unknown (d2l: 2).
+    max_vocab: keep at most this many tokens per vocabulary (None: all with min_freq).
+    prepared_dir: where prepared datasets live (None: $ZOO_DATA_DIR or ~/.cache/attention_zoo).
+    dev_bleu_examples: dev sentences decoded (greedy) for dev BLEU at every evaluation, a fixed
+      random subset; None: all of them.
+    test_bleu_examples: test sentences decoded for the final BLEU; None: all (a smaller number
+      is only for quick checks; the reported figures use all).
+    decode_batch_size: sentences decoded at once.
+    beam_size: the beam of the test evaluation's beam search.
+    length_penalty: GNMT's alpha for beam search (0: rank by log-probability alone).
+  """
+  max_src_len: int = 24
+  max_tgt_len: int = 24
+  buckets: tuple[int, ...] | None = None
+  min_freq: int = 2
+  max_vocab: int | None = None
+  prepared_dir: str | None = None
+  dev_bleu_examples: int | None = None
+  test_bleu_examples: int | None = None
+  decode_batch_size: int = 256
+  beam_size: int = 4
+  length_penalty: float = 0.6
+
+
+@dataclasses.dataclass
+class BahdanauConfig:
+  """d2l's seq2seq with Bahdanau attention (see models.BahdanauTranslator).
+
+  Attributes:
+    embed_dim: token embedding width (source and target).
+    hidden_size: LSTM width of the encoder and decoder, and the additive attention's width.
+    num_layers: LSTM layers in the encoder and in the decoder.
+    dropout_rate: between LSTM layers and on the attention weights.
+    label_smoothing: the share of the target probability spread uniformly over the vocabulary.
+  """
+  embed_dim: int = 256
+  hidden_size: int = 512
+  num_layers: int = 2
+  dropout_rate: float = 0.2
+  label_smoothing: float = 0.0
+
+  shared_vocab = False  # a joint English+French vocabulary is never needed
+
+  def build(self, src_vocab_size: int, tgt_vocab_size: int, dtype: Any,
+            param_dtype: Any) -> models.Translator:
+    return models.BahdanauTranslator(
+        src_vocab_size, tgt_vocab_size, embed_dim=self.embed_dim, hidden_size=self.hidden_size,
+        num_layers=self.num_layers, dropout_rate=self.dropout_rate, dtype=dtype,
+        param_dtype=param_dtype)
+
+
+@dataclasses.dataclass
+class TransformerConfig:
+  """The Transformer encoder-decoder (see models.TransformerTranslator, zoo.transformer).
+
+  Attributes:
+    model_dim: D.
+    num_heads: H.
+    ffn_hidden: the position-wise FFN's inner width.
+    num_encoder_layers, num_decoder_layers: blocks per stack.
+    dropout_rate: on embeddings + positions, sublayer outputs and inside the FFN.
+    attention_dropout_rate: on the attention weights; None: dropout_rate.
+    normalize_before: pre-norm (True, the default) or post-norm (False, Vaswani et al.).
+    share_embeddings: one table for source and target embeddings and the output layer, over a
+      joint English+French vocabulary (Vaswani et al.'s weight sharing).
+    tie_output: the output layer is the transposed target embedding (implied by
+      share_embeddings).
+    label_smoothing: the share of the target probability spread uniformly over the vocabulary.
+    implementation: 'vmap' or 'fused' attention (zoo.MultiHeadAttention); heatmaps always use
+      'vmap', which has the same parameters.
+  """
+  model_dim: int = 256
+  num_heads: int = 8
+  ffn_hidden: int = 1024
+  num_encoder_layers: int = 6
+  num_decoder_layers: int = 6
+  dropout_rate: float = 0.1
+  attention_dropout_rate: float | None = None
+  normalize_before: bool = True
+  share_embeddings: bool = False
+  tie_output: bool = False
+  label_smoothing: float = 0.1
+  implementation: Literal["vmap", "fused"] = "vmap"
+
+  @property
+  def shared_vocab(self) -> bool:
+    return self.share_embeddings
+
+  def build(self, src_vocab_size: int, tgt_vocab_size: int, dtype: Any,
+            param_dtype: Any) -> models.Translator:
+    return models.TransformerTranslator(
+        src_vocab_size, tgt_vocab_size, model_dim=self.model_dim, num_heads=self.num_heads,
+        ffn_hidden=self.ffn_hidden, num_encoder_layers=self.num_encoder_layers,
+        num_decoder_layers=self.num_decoder_layers, dropout_rate=self.dropout_rate,
+        attention_dropout_rate=self.attention_dropout_rate,
+        normalize_before=self.normalize_before, share_embeddings=self.share_embeddings,
+        tie_output=self.tie_output or self.share_embeddings, implementation=self.implementation,
+        dtype=dtype, param_dtype=param_dtype)
+
+
+def _run(model: Any, train: config_lib.TrainConfig, optimizer: config_lib.OptimizerConfig,
+         data: TranslationDataConfig | None = None) -> config_lib.Config:
+  return config_lib.Config(model=model, train=train, optimizer=optimizer,
+                           data=data or TranslationDataConfig())
+
+
+def transformer() -> config_lib.Config:
+  """Full-size Transformer (GPU): D 256, 8 heads, FFN 1024, 6 + 6 pre-norm layers, dropout 0.1,
+  label smoothing 0.1; batch 256, Adam (0.9, 0.98) with 4,000 warm-up steps to 1e-3 then inverse
+  square root decay, 40 epochs (about 23,000 steps), evaluated every 2,000 steps; test with
+  beam 4. Goal: test sacreBLEU >= 45. Not yet run (no GPU was available; see docs/RESULTS.md)."""
+  return _run(TransformerConfig(),
+              config_lib.TrainConfig(batch_size=256, num_epochs=40, log_every=200,
+                                     eval_every=2000, checkpoint_every=2000,
+                                     best_metric="dev/bleu", best_mode="max"),
+              config_lib.OptimizerConfig(name="adam", learning_rate=1e-3, b2=0.98, eps=1e-9,
+                                         schedule="rsqrt", warmup_steps=4000,
+                                         grad_clip_norm=1.0))
+
+
+def bahdanau() -> config_lib.Config:
+  """Full-size Bahdanau seq2seq (GPU): embeddings 256, 2-layer LSTMs of 512, dropout 0.2; batch
+  128, Adam 1e-3 with a cosine decay, gradients clipped to 1, 20 epochs (about 23,000 steps),
+  evaluated every 2,000 steps; test with beam 4. Goal: test sacreBLEU >= 35. Not yet run (no GPU
+  was available; see docs/RESULTS.md)."""
+  return _run(BahdanauConfig(),
+              config_lib.TrainConfig(batch_size=128, num_epochs=20, log_every=200,
+                                     eval_every=2000, checkpoint_every=2000,
+                                     best_metric="dev/bleu", best_mode="max"),
+              config_lib.OptimizerConfig(name="adam", learning_rate=1e-3, schedule="cosine",
+                                         warmup_steps=500, min_lr_ratio=0.05,
+                                         grad_clip_norm=1.0))
+
+
+def _cpu_data() -> TranslationDataConfig:
+  """Shorter sentences (16 tokens keep 98% of the pairs whole), 1,000 dev sentences for BLEU."""
+  return TranslationDataConfig(max_src_len=16, max_tgt_len=16, buckets=(8, 12, 16),
+                               dev_bleu_examples=1000)
+
+
+def transformer_cpu() -> config_lib.Config:
+  """A Transformer sized for about 25 minutes on 2 CPU cores: D 128, 4 heads, FFN 512, 3 + 3
+  pre-norm layers, dropout 0.1, label smoothing 0.1, sentences cut to 16 tokens; batch 128, Adam
+  (0.9, 0.98), 600 warm-up steps to 1e-3 then cosine decay, 4,500 steps (about 4 epochs), dev
+  BLEU on 1,000 sentences every 1,500 steps. Result in docs/RESULTS.md."""
+  return _run(TransformerConfig(model_dim=128, num_heads=4, ffn_hidden=512, num_encoder_layers=3,
+                                num_decoder_layers=3),
+              config_lib.TrainConfig(batch_size=128, num_steps=4500, log_every=100,
+                                     eval_every=1500, checkpoint_every=1500,
+                                     best_metric="dev/bleu", best_mode="max"),
+              config_lib.OptimizerConfig(name="adam", learning_rate=1e-3, b2=0.98, eps=1e-9,
+                                         schedule="cosine", warmup_steps=600, min_lr_ratio=0.05,
+                                         grad_clip_norm=1.0),
+              _cpu_data())
+
+
+def bahdanau_cpu() -> config_lib.Config:
+  """A Bahdanau seq2seq sized for about 25 minutes on 2 CPU cores: embeddings 128, 2-layer LSTMs
+  of 256, dropout 0.2, sentences cut to 16 tokens; batch 128, Adam 2e-3 with cosine decay,
+  gradients clipped to 1, 4,000 steps (about 3.5 epochs), dev BLEU on 1,000 sentences every
+  1,000 steps. Result in docs/RESULTS.md."""
+  return _run(BahdanauConfig(embed_dim=128, hidden_size=256),
+              config_lib.TrainConfig(batch_size=128, num_steps=4000, log_every=100,
+                                     eval_every=1000, checkpoint_every=1000,
+                                     best_metric="dev/bleu", best_mode="max"),
+              config_lib.OptimizerConfig(name="adam", learning_rate=2e-3, schedule="cosine",
+                                         warmup_steps=200, min_lr_ratio=0.05,
+                                         grad_clip_norm=1.0),
+              _cpu_data())
+
+
+CONFIGS = {
+    "transformer": transformer,
+    "bahdanau": bahdanau,
+    "transformer_cpu": transformer_cpu,
+    "bahdanau_cpu": bahdanau_cpu,
+}
+DEFAULT_MODEL = "transformer"

@@ -1,0 +1,139 @@
+"""The two translation models behind one small interface, so task, decoding and plots need no
+branches on the model family.
+
+  BahdanauTranslator     zoo.bahdanau_seq2seq: embedding, multi-layer LSTM encoder, LSTM decoder
+                         with additive (Bahdanau) attention (d2l 11.4).
+  TransformerTranslator  zoo.transformer.Transformer: token embeddings * sqrt(D) + sinusoidal
+                         positions, encoder-decoder stacks (pre-norm or post-norm), cached
+                         incremental decoding.
+
+Each wraps a Flax module and exposes pure functions of (params, arrays), safe to jit:
+  init(rng, src, src_len, tgt_in)                  -> params
+  logits(params, src, src_len, tgt_in, rng=None)   -> (B, T, V) teacher-forced; dropout if rng
+  cross_attention(params, src, src_len, tgt_in)    -> (B, T, S) source-target weights (the
+                                                      Transformer's: last decoder layer, mean
+                                                      over heads)
+  init_decode_state(params, src, src_len, max_len) -> the zoo.search state (leading axis B)
+  decode_step(params, state, tokens (N,))          -> (logits (N, V), state)
+
+Shapes: B batch, S source length, T target length, V target vocabulary, N search rows.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from zoo import seq2seq
+from zoo.transformer import Transformer
+
+Params = Any
+
+
+def _dropout_rngs(rng: jax.Array | None) -> dict[str, jax.Array]:
+  return {} if rng is None else {"dropout": rng}
+
+
+class Translator(abc.ABC):
+  """A sequence-to-sequence Flax module and the functions the translation task calls."""
+
+  def __init__(self, module: nn.Module):
+    self.module = module
+
+  # Equal modules make equal translators, so jitted functions that take a translator as a static
+  # argument compile once for every task built from the same config.
+  def __eq__(self, other) -> bool:
+    return type(other) is type(self) and other.module == self.module
+
+  def __hash__(self) -> int:
+    return hash((type(self), self.module))
+
+  @abc.abstractmethod
+  def init(self, rng: jax.Array, src: jax.Array, src_len: jax.Array,
+           tgt_in: jax.Array) -> Params:
+    """Parameters for int (B, S) sources with lengths (B,) and int (B, T) decoder inputs."""
+
+  @abc.abstractmethod
+  def logits(self, params: Params, src: jax.Array, src_len: jax.Array, tgt_in: jax.Array,
+             rng: jax.Array | None = None) -> jax.Array:
+    """Teacher forcing: next-token logits (B, T, V) after each decoder input; dropout if rng."""
+
+  @abc.abstractmethod
+  def cross_attention(self, params: Params, src: jax.Array, src_len: jax.Array,
+                      tgt_in: jax.Array) -> jax.Array:
+    """float (B, T, S): the weights over the source while predicting each target position."""
+
+  @abc.abstractmethod
+  def init_decode_state(self, params: Params, src: jax.Array, src_len: jax.Array,
+                        max_len: int) -> Any:
+    """The search state before the first target token, for up to `max_len` target tokens."""
+
+  @abc.abstractmethod
+  def decode_step(self, params: Params, state: Any, tokens: jax.Array) -> tuple[jax.Array, Any]:
+    """One step of the zoo.search contract: tokens int (N,) -> (logits (N, V), new state)."""
+
+
+class BahdanauTranslator(Translator):
+  """d2l's seq2seq with Bahdanau attention (zoo.seq2seq.Seq2Seq with a BahdanauDecoder)."""
+
+  def __init__(self, src_vocab_size: int, tgt_vocab_size: int, *, embed_dim: int,
+               hidden_size: int, num_layers: int, dropout_rate: float, dtype: Any = jnp.float32,
+               param_dtype: Any = jnp.float32):
+    super().__init__(seq2seq.bahdanau_seq2seq(src_vocab_size, tgt_vocab_size, embed_dim,
+                                              hidden_size, num_layers, dropout_rate, dtype,
+                                              param_dtype))
+
+  def init(self, rng, src, src_len, tgt_in):
+    return self.module.init({"params": rng}, src, src_len, tgt_in)["params"]
+
+  def _forward(self, params, src, src_len, tgt_in, rng=None):
+    return self.module.apply({"params": params}, src, src_len, tgt_in,
+                             deterministic=rng is None, rngs=_dropout_rngs(rng))
+
+  def logits(self, params, src, src_len, tgt_in, rng=None):
+    return self._forward(params, src, src_len, tgt_in, rng)[0]
+
+  def cross_attention(self, params, src, src_len, tgt_in):
+    return self._forward(params, src, src_len, tgt_in)[1]  # (B, T, S)
+
+  def init_decode_state(self, params, src, src_len, max_len):
+    del max_len  # the recurrent state does not grow with the output
+    return self.module.apply({"params": params}, src, src_len,
+                             method=seq2seq.Seq2Seq.init_decode_state)
+
+  def decode_step(self, params, state, tokens):
+    return self.module.apply({"params": params}, state, tokens,
+                             method=seq2seq.Seq2Seq.decode_step)
+
+
+class TransformerTranslator(Translator):
+  """The Transformer encoder-decoder (zoo.transformer.Transformer); keyword arguments are its
+  fields (model_dim, num_heads, ffn_hidden, num_encoder_layers, normalize_before, ...)."""
+
+  def __init__(self, src_vocab_size: int, tgt_vocab_size: int, **fields):
+    super().__init__(Transformer(src_vocab_size, tgt_vocab_size, **fields))
+
+  def init(self, rng, src, src_len, tgt_in):
+    return self.module.init({"params": rng}, src, tgt_in, src_len)["params"]
+
+  def logits(self, params, src, src_len, tgt_in, rng=None):
+    return self.module.apply({"params": params}, src, tgt_in, src_len, deterministic=rng is None,
+                             rngs=_dropout_rngs(rng))
+
+  def cross_attention(self, params, src, src_len, tgt_in):
+    _, variables = self.module.apply({"params": params}, src, tgt_in, src_len,
+                                     mutable=["intermediates"])
+    last = f"layers_{self.module.num_decoder_layers - 1}"
+    weights = variables["intermediates"]["decoder"][last]["cross_attention_weights"][0]
+    return jnp.mean(weights.astype(jnp.float32), axis=1)  # (B, H, T, S) -> (B, T, S)
+
+  def init_decode_state(self, params, src, src_len, max_len):
+    return self.module.apply({"params": params}, src, src_len, max_len=max_len,
+                             method=Transformer.init_decode_state)
+
+  def decode_step(self, params, state, tokens):
+    return self.module.apply({"params": params}, state, tokens, method=Transformer.decode_step)
