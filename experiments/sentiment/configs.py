@@ -1,0 +1,183 @@
+"""The named runs of the IMDB sentiment experiment: one function per run, returning its Config.
+
+Every run follows the seed protocol unless its docstring says otherwise: reviews cut to their first
+256 tokens, batch 128, embedding 128, LSTM hidden 128, Adam 1e-3, 2 epochs, the dev split (10% of
+IMDB train, carved per label) evaluated at the end of each epoch, the parameters with
+the best dev accuracy kept and used for the test accuracy.
+
+    python -m experiments train sentiment --model bilstm_attn_dot \
+        --data-dir /work/shared/data/imdb --workdir runs/sentiment-bilstm_attn_dot
+
+Without --data-dir the run uses the IMDB sample shipped with the package (1,800 train, 200 dev,
+1,000 test reviews). The measured results are in docs/RESULTS.md, "IMDB sentiment".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+
+from experiments import config as config_lib
+from experiments.sentiment import models
+
+# Scores the BiLSTM attention-pooling runs are registered for.
+POOLING_SCORES = ("additive", "dot", "scaled_dot", "bilinear")
+
+
+@dataclasses.dataclass
+class SentimentDataConfig:
+  """How IMDB becomes batches (see pipelines.tasks.SentimentData).
+
+  Attributes:
+    max_len: reviews keep their first max_len tokens.
+    buckets: the padded widths batches come in (ascending, the last == max_len); None: max_len / 4,
+      / 2, 3/4 and max_len. Every width is one more compilation of the steps.
+    min_freq: words seen fewer times in the training part are unknown.
+    max_vocab: the most frequent words kept (None: all with min_freq).
+    dev_fraction: the share of IMDB train held out as the dev split.
+    split_seed: seeds the choice of dev reviews.
+    prepared_dir: where prepared datasets are stored (None: $ZOO_DATA_DIR or
+      ~/.cache/attention_zoo).
+  """
+  max_len: int = 256
+  buckets: tuple[int, ...] | None = None
+  min_freq: int = 5
+  max_vocab: int | None = None
+  dev_fraction: float = 0.1
+  split_seed: int = 0
+  prepared_dir: str | None = None
+
+
+@dataclasses.dataclass
+class BiLSTMMeanConfig:
+  """BiLSTMMeanPool: embed_dim, hidden_size (per direction), num_layers, dropout_rate."""
+  embed_dim: int = 128
+  hidden_size: int = 128
+  num_layers: int = 1
+  dropout_rate: float = 0.0
+
+  def encoder(self, vocab_size: int, dtype: Any, param_dtype: Any) -> models.BiLSTMEncoder:
+    return models.BiLSTMEncoder(vocab_size, self.embed_dim, self.hidden_size, self.num_layers,
+                                self.dropout_rate, dtype, param_dtype)
+
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any) -> nn.Module:
+    return models.BiLSTMMeanPool(self.encoder(vocab_size, dtype, param_dtype))
+
+
+@dataclasses.dataclass
+class BiLSTMAttentionConfig(BiLSTMMeanConfig):
+  """BiLSTMAttentionPool: the BiLSTM fields plus the pooling score and its hidden size."""
+  score: str = "additive"
+  score_features: int | None = None
+
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any) -> nn.Module:
+    return models.BiLSTMAttentionPool(self.encoder(vocab_size, dtype, param_dtype),
+                                      score=self.score, score_features=self.score_features)
+
+
+@dataclasses.dataclass
+class BiLSTMSelfAttentionConfig(BiLSTMMeanConfig):
+  """BiLSTMSelfAttention: the BiLSTM fields plus heads, score and attention dropout."""
+  num_heads: int = 8
+  score: str = "scaled_dot"
+  attention_dropout: float = 0.0
+
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any) -> nn.Module:
+    return models.BiLSTMSelfAttention(self.encoder(vocab_size, dtype, param_dtype),
+                                      num_heads=self.num_heads, score=self.score,
+                                      attention_dropout=self.attention_dropout)
+
+
+@dataclasses.dataclass
+class SANetConfig:
+  """SANet: embed_dim, num_heads, position_encoding, dropout_rate, attention_dropout."""
+  embed_dim: int = 128
+  num_heads: int = 8
+  position_encoding: bool = True
+  dropout_rate: float = 0.1
+  attention_dropout: float = 0.0
+
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any) -> nn.Module:
+    return models.SANet(vocab_size, self.embed_dim, self.num_heads, self.position_encoding,
+                        self.dropout_rate, self.attention_dropout, dtype, param_dtype)
+
+
+@dataclasses.dataclass
+class TransformerConfig:
+  """TransformerClassifier: embed_dim, num_layers, num_heads, ffn_hidden, dropout_rate,
+  normalize_before (pre-norm)."""
+  embed_dim: int = 128
+  num_layers: int = 2
+  num_heads: int = 8
+  ffn_hidden: int = 256
+  dropout_rate: float = 0.1
+  normalize_before: bool = True
+
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any) -> nn.Module:
+    return models.TransformerClassifier(vocab_size, self.embed_dim, self.num_layers,
+                                        self.num_heads, self.ffn_hidden, self.dropout_rate,
+                                        self.normalize_before, dtype, param_dtype)
+
+
+def _seed_protocol(model: Any) -> config_lib.Config:
+  """The seed protocol around a model config (see the module docstring)."""
+  return config_lib.Config(
+      train=config_lib.TrainConfig(batch_size=128, num_epochs=2, log_every=20,
+                                   best_metric="dev/accuracy", best_mode="max"),
+      optimizer=config_lib.OptimizerConfig(name="adam", learning_rate=1e-3),
+      model=model, data=SentimentDataConfig())
+
+
+def bilstm_mean() -> config_lib.Config:
+  """BiLSTM + masked mean pooling, the baseline (seed test accuracy 0.8606)."""
+  return _seed_protocol(BiLSTMMeanConfig())
+
+
+def bilstm_attn_additive() -> config_lib.Config:
+  """BiLSTM + additive attention pooling (seed test accuracy 0.8649)."""
+  return _seed_protocol(BiLSTMAttentionConfig(score="additive"))
+
+
+def bilstm_attn_dot() -> config_lib.Config:
+  """BiLSTM + dot-product attention pooling (seed test accuracy 0.8694)."""
+  return _seed_protocol(BiLSTMAttentionConfig(score="dot"))
+
+
+def bilstm_attn_scaled_dot() -> config_lib.Config:
+  """BiLSTM + scaled dot-product attention pooling (no seed number)."""
+  return _seed_protocol(BiLSTMAttentionConfig(score="scaled_dot"))
+
+
+def bilstm_attn_bilinear() -> config_lib.Config:
+  """BiLSTM + bilinear ('general') attention pooling (no seed number)."""
+  return _seed_protocol(BiLSTMAttentionConfig(score="bilinear"))
+
+
+def bilstm_mha() -> config_lib.Config:
+  """BiLSTM + 8-head self-attention over the 256-wide outputs + mean pooling (seed 0.8655)."""
+  return _seed_protocol(BiLSTMSelfAttentionConfig(num_heads=8))
+
+
+def sanet() -> config_lib.Config:
+  """SANet: embedding + sinusoidal positions + 8-head self-attention + average pooling."""
+  return _seed_protocol(SANetConfig())
+
+
+def transformer() -> config_lib.Config:
+  """A 2-block pre-norm Transformer encoder (D 128, 8 heads, FFN 256) + mean pooling."""
+  return _seed_protocol(TransformerConfig())
+
+
+CONFIGS = {
+    "bilstm_mean": bilstm_mean,
+    "bilstm_attn_additive": bilstm_attn_additive,
+    "bilstm_attn_dot": bilstm_attn_dot,
+    "bilstm_attn_scaled_dot": bilstm_attn_scaled_dot,
+    "bilstm_attn_bilinear": bilstm_attn_bilinear,
+    "bilstm_mha": bilstm_mha,
+    "sanet": sanet,
+    "transformer": transformer,
+}
+DEFAULT_MODEL = "bilstm_mean"

@@ -1,0 +1,331 @@
+"""Sentiment classifiers for IMDB, each assembled from zoo modules.
+
+Every model maps token ids (B, L) and their lengths (B,) to `(logits, weights)`:
+
+  logits   float32 (B, 2), class 0 negative, class 1 positive;
+  weights  the attention to plot:
+           (B, L) for the pooling models: how much each word contributes to the pooled vector
+             (a distribution over the first lengths[b] words, zero on padding);
+           (B, L, L) for the self-attention models: the last attention layer's weights averaged
+             over heads (row i is how query word i spreads its attention; padded rows are zero).
+`word_weights` turns either kind into one weight per word that sums to 1 over the real words.
+
+The models (the nndl chapter 8 comparison and the Gluon SANet post):
+  BiLSTMMeanPool       embedding -> BiLSTM -> masked mean pooling -> dense
+  BiLSTMAttentionPool  embedding -> BiLSTM -> zoo.AttentionPooling (any score) -> dense
+  BiLSTMSelfAttention  embedding -> BiLSTM -> zoo.MultiHeadAttention -> masked mean pooling -> dense
+  SANet                embedding (+ sinusoidal positions) -> zoo.MultiHeadAttention -> masked mean
+                       pooling -> dropout -> dense
+  TransformerClassifier  embedding + positions -> Transformer encoder blocks -> masked mean
+                       pooling -> dense
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+import zoo
+from zoo import _checks
+
+Dtype = Any
+NUM_CLASSES = 2
+
+
+def _check_inputs(tokens: jax.Array, lengths: jax.Array) -> None:
+  _checks.rank(tokens, 2, "tokens")
+  _checks.integer(tokens, "tokens")
+  _checks.rank(lengths, 1, "lengths")
+  _checks.integer(lengths, "lengths")
+  _checks.equal_dim(lengths, "lengths", 0, tokens, "tokens", 0)
+  _checks.lengths_in_range(lengths, "lengths", tokens.shape[1])
+
+
+def mean_pool_weights(lengths: jax.Array, max_len: int) -> jax.Array:
+  """The weights masked mean pooling gives each step: 1 / lengths[b] on the valid steps.
+
+  Args:
+    lengths: int (B,).
+    max_len: L.
+
+  Returns:
+    float32 (B, L); all zeros for an example of length 0.
+  """
+  mask = zoo.sequence_mask(lengths, max_len).astype(jnp.float32)  # (B, L)
+  return mask / jnp.maximum(lengths, 1).astype(jnp.float32)[:, None]
+
+
+def word_weights(weights: jax.Array, lengths: jax.Array) -> jax.Array:
+  """One attention weight per word, summing to 1 over the real words of each example.
+
+  Pooling weights (B, L) are already that. For self-attention weights (B, L, L) followed by mean
+  pooling over the query words, the pooled vector is sum_j (mean_i a_ij) v_j, so word j's share is
+  the mean over the real query rows i of column j.
+
+  Args:
+    weights: (B, L) or (B, L, L), as returned by the models.
+    lengths: int (B,).
+
+  Returns:
+    float32 (B, L), zero on padding.
+  """
+  weights = jnp.asarray(weights, jnp.float32)
+  if weights.ndim == 2:
+    return weights
+  _checks.rank(weights, 3, "weights")
+  rows = mean_pool_weights(lengths, weights.shape[1])  # (B, Q): 1/len on real query rows
+  return jnp.einsum("bq,bqk->bk", rows, weights)
+
+
+class BiLSTMEncoder(nn.Module):
+  """Token ids -> embeddings -> (multi-layer) BiLSTM outputs, zero at padded steps.
+
+  Attributes:
+    vocab_size: V.
+    embed_dim: the embedding width E.
+    hidden_size: H, the LSTM state width of each direction (outputs are 2H wide).
+    num_layers: stacked BiLSTM layers.
+    dropout_rate: dropout on the embeddings and between LSTM layers (training only).
+    dtype, param_dtype: computation and storage dtypes.
+  """
+  vocab_size: int
+  embed_dim: int = 128
+  hidden_size: int = 128
+  num_layers: int = 1
+  dropout_rate: float = 0.0
+  dtype: Dtype = jnp.float32
+  param_dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, tokens: jax.Array, lengths: jax.Array, *,
+               deterministic: bool = True) -> jax.Array:
+    """tokens int (B, L), lengths int (B,) -> outputs (B, L, 2H)."""
+    x = nn.Embed(self.vocab_size, self.embed_dim, dtype=self.dtype, param_dtype=self.param_dtype,
+                 name="embed")(tokens)  # (B, L, E)
+    x = nn.Dropout(self.dropout_rate)(x, deterministic=deterministic)
+    outputs, _ = zoo.BiLSTM(self.hidden_size, num_layers=self.num_layers,
+                            dropout_rate=self.dropout_rate, dtype=self.dtype,
+                            param_dtype=self.param_dtype, name="bilstm")(
+                                x, lengths, deterministic=deterministic)  # (B, L, 2H)
+    return outputs
+
+
+class _Head(nn.Module):
+  """Dropout, then the dense layer to the class logits (float32)."""
+  dropout_rate: float = 0.0
+  dtype: Dtype = jnp.float32
+  param_dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, pooled: jax.Array, *, deterministic: bool) -> jax.Array:
+    """pooled (B, D) -> logits float32 (B, 2)."""
+    pooled = nn.Dropout(self.dropout_rate)(pooled, deterministic=deterministic)
+    logits = nn.Dense(NUM_CLASSES, dtype=self.dtype, param_dtype=self.param_dtype,
+                      name="out")(pooled)
+    return logits.astype(jnp.float32)
+
+
+class _BiLSTMModel(nn.Module):
+  """What the BiLSTM classifiers share: the encoder (token ids -> BiLSTM outputs) and the output
+  layer, which applies the encoder's `dropout_rate` to the pooled vector and computes in its dtypes.
+
+  Attributes:
+    encoder: a BiLSTMEncoder (its parameters live under 'encoder').
+  """
+  encoder: BiLSTMEncoder
+
+  def encode(self, tokens, lengths, deterministic):
+    _check_inputs(tokens, lengths)
+    return self.encoder(tokens, lengths, deterministic=deterministic)  # (B, L, 2H)
+
+  def classify(self, pooled, deterministic):
+    e = self.encoder
+    return _Head(e.dropout_rate, e.dtype, e.param_dtype, name="head")(
+        pooled, deterministic=deterministic)  # (B, 2)
+
+
+class BiLSTMMeanPool(_BiLSTMModel):
+  """embedding -> BiLSTM -> masked mean pooling -> dense: the baseline without attention.
+
+  `__call__(tokens (B, L), lengths (B,), *, deterministic=True) -> (logits (B, 2), weights (B, L))`;
+  the weights are the uniform 1 / length of mean pooling, so the heatmap of the baseline is flat.
+  Built as `BiLSTMMeanPool(BiLSTMEncoder(vocab_size, ...))`, like the other BiLSTM classifiers.
+  """
+
+  @nn.compact
+  def __call__(self, tokens: jax.Array, lengths: jax.Array, *,
+               deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
+    outputs = self.encode(tokens, lengths, deterministic)  # (B, L, 2H)
+    pooled = zoo.masked_mean_pool(outputs, lengths)  # (B, 2H)
+    return self.classify(pooled, deterministic), mean_pool_weights(lengths, tokens.shape[1])
+
+
+class BiLSTMAttentionPool(_BiLSTMModel):
+  """embedding -> BiLSTM -> attention pooling with a learned query -> dense (nndl 8.1).
+
+  `__call__(tokens (B, L), lengths (B,), *, deterministic=True) -> (logits (B, 2), weights (B, L))`.
+
+  Attributes:
+    score: the pooling score, one of zoo.SCORE_NAMES ('additive', 'dot', 'scaled_dot',
+      'bilinear', 'concat').
+    score_features: hidden size of the 'additive' / 'concat' scores (None: the BiLSTM width 2H).
+  """
+  score: str = "additive"
+  score_features: int | None = None
+
+  @nn.compact
+  def __call__(self, tokens: jax.Array, lengths: jax.Array, *,
+               deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
+    outputs = self.encode(tokens, lengths, deterministic)  # (B, L, 2H)
+    pooled, weights = zoo.AttentionPooling(
+        score=self.score, features=self.score_features, dtype=self.encoder.dtype,
+        param_dtype=self.encoder.param_dtype, name="pool")(outputs, lengths)  # (B, 2H), (B, L)
+    return self.classify(pooled, deterministic), weights.astype(jnp.float32)
+
+
+class BiLSTMSelfAttention(_BiLSTMModel):
+  """embedding -> BiLSTM -> multi-head self-attention -> masked mean pooling -> dense (nndl 8.2).
+
+  `__call__(tokens (B, L), lengths (B,), *, deterministic=True)
+  -> (logits (B, 2), weights (B, L, L) averaged over heads)`.
+
+  Attributes:
+    num_heads: H; the 2H-wide BiLSTM outputs are split into num_heads heads.
+    score: the per-head score (zoo.SCORE_NAMES); 'scaled_dot' by default.
+    attention_dropout: dropout on the attention weights (training only).
+  """
+  num_heads: int = 8
+  score: str = "scaled_dot"
+  attention_dropout: float = 0.0
+
+  @nn.compact
+  def __call__(self, tokens: jax.Array, lengths: jax.Array, *,
+               deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
+    outputs = self.encode(tokens, lengths, deterministic)  # (B, L, 2H)
+    attended, weights = zoo.MultiHeadAttention(
+        self.num_heads, score=self.score, dropout_rate=self.attention_dropout,
+        dtype=self.encoder.dtype, param_dtype=self.encoder.param_dtype, name="attention")(
+            outputs, valid_lens=lengths, deterministic=deterministic,
+            return_weights=True)  # (B, L, 2H), (B, H, L, L)
+    pooled = zoo.masked_mean_pool(attended, lengths)  # (B, 2H)
+    return self.classify(pooled, deterministic), _head_mean(weights, lengths)
+
+
+def _head_mean(weights: jax.Array, lengths: jax.Array) -> jax.Array:
+  """(B, H, Q, K) weights -> float32 (B, Q, K) averaged over heads, zero on padded query rows."""
+  rows = zoo.sequence_mask(lengths, weights.shape[2])  # (B, Q)
+  mean = jnp.mean(weights.astype(jnp.float32), axis=1)  # (B, Q, K)
+  return jnp.where(rows[:, :, None], mean, 0.0)
+
+
+def _embed_with_positions(module: nn.Module, tokens, width: int, positions: bool,
+                          dropout_rate: float, deterministic: bool):
+  """Embeds tokens (B, L) into (B, L, D); with `positions`, scales by sqrt(D) (so the embedding is
+  not drowned by the unit-size sinusoids) and adds the sinusoidal encoding; then dropout."""
+  x = nn.Embed(module.vocab_size, width, dtype=module.dtype, param_dtype=module.param_dtype,
+               name="embed")(tokens)  # (B, L, D)
+  if positions:
+    x = x * jnp.asarray(math.sqrt(width), x.dtype)
+    x = zoo.SinusoidalPositionEncoding(max_len=max(tokens.shape[1], 1), dtype=module.dtype,
+                                       name="positions")(x)
+  return nn.Dropout(dropout_rate)(x, deterministic=deterministic)
+
+
+class SANet(nn.Module):
+  """A pure self-attention classifier (the Gluon SANet post): embedding, optional sinusoidal
+  position encoding, multi-head self-attention, masked global average pooling, dropout, dense.
+
+  `__call__(tokens (B, L), lengths (B,), *, deterministic=True)
+  -> (logits (B, 2), weights (B, L, L) averaged over heads)`.
+
+  Attributes:
+    vocab_size: V.
+    embed_dim: D, the embedding and attention width.
+    num_heads: H (D must be divisible by H).
+    position_encoding: add the sinusoidal position encoding to the (sqrt(D)-scaled) embeddings.
+    dropout_rate: dropout on the embeddings and on the pooled vector.
+    attention_dropout: dropout on the attention weights.
+    dtype, param_dtype: computation and storage dtypes.
+  """
+  vocab_size: int
+  embed_dim: int = 128
+  num_heads: int = 8
+  position_encoding: bool = True
+  dropout_rate: float = 0.1
+  attention_dropout: float = 0.0
+  dtype: Dtype = jnp.float32
+  param_dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, tokens: jax.Array, lengths: jax.Array, *,
+               deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
+    _check_inputs(tokens, lengths)
+    x = _embed_with_positions(self, tokens, self.embed_dim, self.position_encoding,
+                              self.dropout_rate, deterministic)  # (B, L, D)
+    attended, weights = zoo.MultiHeadAttention(
+        self.num_heads, dropout_rate=self.attention_dropout, dtype=self.dtype,
+        param_dtype=self.param_dtype, name="attention")(
+            x, valid_lens=lengths, deterministic=deterministic,
+            return_weights=True)  # (B, L, D), (B, H, L, L)
+    pooled = zoo.masked_mean_pool(attended, lengths)  # (B, D)
+    logits = _Head(self.dropout_rate, self.dtype, self.param_dtype, name="head")(
+        pooled, deterministic=deterministic)
+    return logits, _head_mean(weights, lengths)
+
+
+class TransformerClassifier(nn.Module):
+  """A Transformer-encoder classifier: embedding * sqrt(D) + sinusoidal positions, a
+  zoo.TransformerEncoder over the real words (key padding mask), masked mean pooling, dense.
+
+  `__call__(tokens (B, L), lengths (B,), *, deterministic=True)
+  -> (logits (B, 2), weights (B, L, L): the last layer's self-attention, mean over heads)`.
+  The weights are read from what the encoder sows into 'intermediates', so apply the model with
+  `mutable=['intermediates']` (SentimentTask.forward does); any other apply raises a ValueError.
+
+  Attributes:
+    vocab_size: V.
+    embed_dim: D.
+    num_layers: encoder blocks.
+    num_heads: H.
+    ffn_hidden: the inner width of each block's feed-forward network.
+    dropout_rate: dropout on the embeddings, inside the blocks and on the pooled vector.
+    normalize_before: pre-norm blocks (True) or the original post-norm (False).
+    dtype, param_dtype: computation and storage dtypes.
+  """
+  vocab_size: int
+  embed_dim: int = 128
+  num_layers: int = 2
+  num_heads: int = 8
+  ffn_hidden: int = 256
+  dropout_rate: float = 0.1
+  normalize_before: bool = True
+  dtype: Dtype = jnp.float32
+  param_dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, tokens: jax.Array, lengths: jax.Array, *,
+               deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
+    _check_inputs(tokens, lengths)
+    batch, steps = tokens.shape
+    x = _embed_with_positions(self, tokens, self.embed_dim, True, self.dropout_rate,
+                              deterministic)  # (B, L, D)
+    encoder = zoo.TransformerEncoder(
+        self.num_layers, num_heads=self.num_heads, ffn_hidden=self.ffn_hidden,
+        dropout_rate=self.dropout_rate, normalize_before=self.normalize_before,
+        dtype=self.dtype, param_dtype=self.param_dtype, name="encoder")
+    encoded = encoder(x, mask=zoo.key_padding_mask(lengths, steps),
+                      deterministic=deterministic)  # (B, L, D)
+    pooled = zoo.masked_mean_pool(encoded, lengths)  # (B, D)
+    logits = _Head(self.dropout_rate, self.dtype, self.param_dtype, name="head")(
+        pooled, deterministic=deterministic)
+    if self.is_initializing():
+      return logits, jnp.zeros((batch, steps, steps), jnp.float32)
+    if not self.is_mutable_collection("intermediates"):
+      raise ValueError("TransformerClassifier returns the attention weights the encoder sows: "
+                       "apply it with mutable=['intermediates']")
+    last = encoder.variables["intermediates"][f"layers_{self.num_layers - 1}"]
+    return logits, _head_mean(last["self_attention_weights"][-1], lengths)  # (B, L, L)

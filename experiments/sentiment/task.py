@@ -1,0 +1,194 @@
+"""The IMDB sentiment task: data, model, loss and metrics for the engine, and prediction.
+
+Batches come from pipelines.tasks.SentimentData ('tokens' int32 (B, L), 'lengths' (B,), 'label'
+(B,), 'weight' (B,)); the model is built from `config.model` (see configs.py) with the vocabulary
+size of the data. The data is opened on first use, so a task built only to predict (with the
+vocabulary saved in a run's workdir) never reads or tokenizes IMDB.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from experiments import plots
+from experiments import registry
+from experiments import steps
+from experiments.config import Config
+from experiments.sentiment import models
+from pipelines import text as text_lib
+from pipelines.tasks import SentimentData
+from pipelines.vocab import UNK_ID, Vocab
+
+LABELS = ("negative", "positive")
+VOCAB_FILE = "vocab.json"
+HEATMAP_FILE = "attention.png"
+DEMO_SENTENCE = "this great science fiction film is really awesome"
+
+
+@dataclasses.dataclass
+class Prediction:
+  """The model's verdict on one text.
+
+  Attributes:
+    text: the input text.
+    words: the tokens the model read (after the tokenizer, cut to max_len).
+    unknown: per word, whether it is outside the vocabulary (read as <unk>).
+    label: the predicted class, 0 negative or 1 positive.
+    probability: the predicted class's probability.
+    word_weights: (n,) one attention weight per word, summing to 1.
+    attention: the model's weights for the heatmap: (n,) for pooling models, (n, n) (queries x
+      keys, mean over heads) for self-attention models.
+  """
+  text: str
+  words: list[str]
+  unknown: list[bool]
+  label: int
+  probability: float
+  word_weights: np.ndarray
+  attention: np.ndarray
+
+  @property
+  def label_name(self) -> str:
+    return LABELS[self.label]
+
+
+class SentimentTask(registry.Task):
+  """Binary sentiment classification of IMDB reviews (a registry.Task).
+
+  Args:
+    config: the run's Config (model: a configs.*Config with `build`, data: SentimentDataConfig).
+    data: already loaded SentimentData (None: loaded from config.data_dir when first needed).
+    vocab: the vocabulary to use without loading the data (e.g. the copy in a run's workdir).
+  """
+
+  def __init__(self, config: Config, *, data: SentimentData | None = None,
+               vocab: Vocab | None = None):
+    super().__init__(config)
+    self._data = data
+    self._vocab = vocab
+    self._model = None
+    self._steps_per_epoch = None
+    self._forward = jax.jit(self.forward)
+
+  # -- data ------------------------------------------------------------------------------------------
+
+  @property
+  def data(self) -> SentimentData:
+    """The prepared IMDB splits (the shipped sample when config.data_dir is None)."""
+    if self._data is None:
+      d = self.config.data
+      self._data = SentimentData.load(
+          source=self.config.data_dir, data_dir=d.prepared_dir, max_len=d.max_len,
+          boundaries=d.buckets, min_freq=d.min_freq, max_size=d.max_vocab,
+          dev_fraction=d.dev_fraction, split_seed=d.split_seed)
+    return self._data
+
+  @property
+  def vocab(self) -> Vocab:
+    return self._vocab if self._vocab is not None else self.data.vocab
+
+  def train_batches(self):
+    tc = self.config.train
+    return self.data.train_batches(tc.batch_size, tc.seed)
+
+  @property
+  def steps_per_epoch(self) -> int:
+    if self._steps_per_epoch is None:
+      self._steps_per_epoch = self.train_batches().batches_per_epoch
+    return self._steps_per_epoch
+
+  def eval_batches(self, split: str):
+    tc = self.config.train
+    return self.data.eval_batches(split, tc.eval_batch_size or tc.batch_size)
+
+  def example_batch(self) -> dict[str, np.ndarray]:
+    """A full-width batch of one-token reviews: shapes for `init`, without reading the data."""
+    size = self.config.train.batch_size
+    return {"tokens": np.full((size, self.config.data.max_len), UNK_ID, np.int32),
+            "lengths": np.ones(size, np.int32), "label": np.zeros(size, np.int32),
+            "weight": np.ones(size, np.float32)}
+
+  # -- model -----------------------------------------------------------------------------------------
+
+  @property
+  def model(self):
+    if self._model is None:
+      self._model = self.config.model.build(len(self.vocab), self.config.compute_dtype,
+                                            self.config.storage_dtype)
+    return self._model
+
+  def init(self, rng: jax.Array, batch) -> Any:
+    return self.model.init({"params": rng}, jnp.asarray(batch["tokens"]),
+                           jnp.asarray(batch["lengths"]))["params"]
+
+  def forward(self, params, tokens: jax.Array, lengths: jax.Array,
+              rng: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """(logits float32 (B, 2), attention weights (B, L) or (B, L, L)); dropout when rng is given."""
+    rngs = {} if rng is None else {"dropout": rng}
+    # 'intermediates' is where zoo's Transformer blocks sow their weights (TransformerClassifier).
+    outputs, _ = self.model.apply({"params": params}, tokens, lengths, deterministic=rng is None,
+                                  rngs=rngs, mutable=["intermediates"])
+    return outputs
+
+  def loss(self, params, batch, rng):
+    logits, _ = self.forward(params, batch["tokens"], batch["lengths"], rng)  # (B, 2)
+    labels = batch["label"]
+    per_example = optax.softmax_cross_entropy_with_integer_labels(logits, labels)  # (B,)
+    correct = (jnp.argmax(logits, axis=-1) == labels).astype(jnp.float32)  # (B,)
+    loss_pair = steps.weighted_sum(per_example, batch["weight"])
+    metrics = {"loss": loss_pair, "accuracy": steps.weighted_sum(correct, batch["weight"])}
+    return loss_pair[0] / jnp.maximum(loss_pair[1], 1.0), metrics
+
+  # -- prediction ------------------------------------------------------------------------------------
+
+  def encode(self, text: str) -> tuple[list[str], list[int]]:
+    """The review's tokens (cut to max_len) and their ids; a ValueError for a text with no token."""
+    words = text_lib.imdb_tokenize(text)[:self.config.data.max_len]
+    if not words:
+      raise ValueError(f"the text {text!r} has no words to classify")
+    return words, self.vocab.encode(words)
+
+  def predict(self, params, texts: Sequence[str]) -> list[Prediction]:
+    """Classifies each text; returns its label, probability and attention weights."""
+    encoded = [self.encode(t) for t in texts]
+    width = max(len(ids) for _, ids in encoded)
+    tokens = np.zeros((len(texts), width), np.int32)  # (N, W), padded with pad = 0
+    for row, (_, ids) in enumerate(encoded):
+      tokens[row, :len(ids)] = ids
+    lengths = np.array([len(ids) for _, ids in encoded], np.int32)
+    logits, weights = self._forward(params, tokens, lengths)
+    probs = np.asarray(jax.nn.softmax(logits, axis=-1))  # (N, 2)
+    per_word = np.asarray(models.word_weights(weights, lengths))  # (N, W)
+    weights = np.asarray(weights, np.float32)
+    out = []
+    for row, (text, (words, ids)) in enumerate(zip(texts, encoded)):
+      n = len(words)
+      label = int(np.argmax(probs[row]))
+      attention = weights[row, :n] if weights.ndim == 2 else weights[row, :n, :n]
+      out.append(Prediction(text, words, [i == UNK_ID for i in ids], label,
+                            float(probs[row, label]), per_word[row, :n], attention))
+    return out
+
+  def draw_heatmap(self, prediction: Prediction, path: str) -> str:
+    """Saves the prediction's attention as a PNG heatmap with the words on the axes."""
+    title = (f"{self.config.model_name or 'sentiment'}: {prediction.label_name} "
+             f"({prediction.probability:.3f})")
+    if prediction.attention.ndim == 1:
+      return plots.plot_attention(prediction.attention, prediction.words, None, path, title=title,
+                                  xlabel="words (pooling weight)")
+    return plots.plot_attention(prediction.attention, prediction.words, prediction.words, path,
+                                title=title + ", mean over heads", xlabel="keys",
+                                ylabel="queries")
+
+  def on_train_end(self, params, workdir: str) -> None:
+    """Keeps the vocabulary with the run (predict needs nothing else) and draws the demo heatmap."""
+    self.vocab.save(os.path.join(workdir, VOCAB_FILE))
+    prediction = self.predict(jax.device_get(params), [DEMO_SENTENCE])[0]
+    self.draw_heatmap(prediction, os.path.join(workdir, HEATMAP_FILE))

@@ -1,0 +1,136 @@
+"""The IMDB sentiment experiment on the shipped sample: models, steps, training and predict."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from experiments import __main__ as cli
+from experiments import config as config_lib
+from experiments import steps
+from experiments import trainer
+from experiments.sentiment import configs
+from experiments.sentiment import models
+from experiments.sentiment import predict as predict_lib
+from experiments.sentiment.task import SentimentTask
+from experiments.train_state import TrainState
+from pipelines.tasks import SentimentData
+
+B, L = 3, 11  # batch and padded width of the small batches
+LENGTHS = np.array([L, 4, 1], np.int32)
+SMALL = ("embed_dim=12", "hidden_size=10", "num_heads=4", "ffn_hidden=14")  # applied where a model has the field
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quick_compiles():
+  """Compiles with most XLA optimizations off: every model's step compiles once, run a few times."""
+  jax.config.update("jax_disable_most_optimizations", True)
+  yield
+  jax.config.update("jax_disable_most_optimizations", False)
+
+
+@pytest.fixture(scope="module")
+def sample():
+  return SentimentData.load(max_len=32, boundaries=(32,))
+
+
+@pytest.fixture(scope="module")
+def small_batch(sample):
+  """Three real sample reviews cut to lengths 11, 4 and 1 (pad = 0 after them)."""
+  batch = next(sample.eval_batches("train", batch_size=B))
+  tokens = np.where(np.arange(L)[None, :] < LENGTHS[:, None], batch["tokens"][:, :L], 0)
+  return {"tokens": tokens.astype(np.int32), "lengths": LENGTHS, "label": batch["label"],
+          "weight": np.ones(B, np.float32)}
+
+
+def _small_config(name: str, extra=()) -> config_lib.Config:
+  cfg = configs.CONFIGS[name]()
+  cfg.experiment, cfg.model_name = "sentiment", name
+  keys = set(config_lib.leaf_paths(cfg))
+  wanted = [f"model.{s}" for s in SMALL if f"model.{s.split('=')[0]}" in keys]
+  return config_lib.override(cfg, wanted + list(extra))
+
+
+@pytest.mark.parametrize("name", sorted(configs.CONFIGS))
+def test_every_model_runs_and_trains(name, sample, small_batch):
+  """Shapes, per-word weights, padding invariance, and a few steps that change every parameter
+  (the default model, with a larger learning rate, must also lower its loss at every step)."""
+  default = name == configs.DEFAULT_MODEL
+  cfg = _small_config(name, ["learning_rate=0.01"] if default else [])
+  task = SentimentTask(cfg, data=sample)
+  tx = optax.adam(cfg.optimizer.learning_rate)
+  train_step = steps.make_train_step(task, tx)
+  num_steps = 5 if default else 2
+
+  @jax.jit
+  def run(rng, batch, noisy_tokens):
+    params = task.init(rng, batch)
+    outputs = task.forward(params, batch["tokens"], batch["lengths"])
+    noisy_logits, _ = task.forward(params, noisy_tokens, batch["lengths"])
+
+    def body(state, _):
+      state, metrics = train_step(state, batch)
+      return state, metrics["loss"][0] / metrics["loss"][1]
+
+    state, losses = jax.lax.scan(body, TrainState.create(params, tx, jax.random.key(1)), None,
+                                 length=num_steps)
+    return params, outputs, noisy_logits, state.params, losses
+
+  noisy = np.where(small_batch["tokens"] == 0, 7, small_batch["tokens"])  # other ids in padding
+  params, (logits, weights), noisy_logits, trained, losses = run(jax.random.key(0), small_batch,
+                                                                 noisy)
+  assert logits.shape == (B, 2) and logits.dtype == jnp.float32
+  assert weights.shape in ((B, L), (B, L, L))
+  per_word = np.asarray(models.word_weights(weights, LENGTHS))
+  np.testing.assert_allclose(per_word.sum(1), 1.0, rtol=1e-5)
+  assert np.all(per_word[np.arange(L)[None, :] >= LENGTHS[:, None]] == 0)
+  np.testing.assert_allclose(noisy_logits, logits, rtol=1e-5, atol=1e-6)
+  for (path, old), now in zip(jax.tree_util.tree_leaves_with_path(params),
+                              jax.tree.leaves(trained)):
+    assert not np.array_equal(old, now), f"{name}: {jax.tree_util.keystr(path)} did not change"
+  losses = np.asarray(losses)
+  assert np.all(np.isfinite(losses))
+  if default:
+    assert np.all(np.diff(losses) < 0) and losses[-1] < 0.8 * losses[0], losses
+
+
+def test_word_weights_of_self_attention_are_the_mean_over_real_query_rows():
+  rng = np.random.default_rng(3)
+  weights = rng.random((2, 5, 5)).astype(np.float32)
+  lengths = np.array([5, 3], np.int32)
+  expected = np.stack([weights[0].mean(0), weights[1, :3].mean(0)])
+  np.testing.assert_allclose(models.word_weights(weights, lengths), expected, rtol=1e-6)
+  np.testing.assert_allclose(models.mean_pool_weights(lengths, 5),
+                             [[0.2] * 5, [1 / 3] * 3 + [0, 0]], rtol=1e-6)
+
+
+def test_train_then_predict_prints_label_and_word_weights(tmp_path, capsys, sample):
+  workdir = str(tmp_path / "run")
+  cfg = _small_config("bilstm_attn_dot", ["data.max_len=32", "data.buckets=32", "num_steps=1",
+                                          "batch_size=16", "progress_bar=false"])
+  result = trainer.train(SentimentTask(cfg, data=sample), cfg, workdir)
+  assert 0.0 <= result.results["test"]["accuracy"] <= 1.0
+  for name in ("results.json", "curves.png", "attention.png", "vocab.json"):
+    assert (tmp_path / "run" / name).exists(), name
+  capsys.readouterr()
+
+  text = "This great science fiction film is really awesome"
+  heatmap = tmp_path / "heat.png"
+  assert cli.main(["predict", "sentiment", text, "--workdir", workdir,
+                   "--heatmap", str(heatmap)]) == 0
+  lines = capsys.readouterr().out.splitlines()
+  label, probability, echoed = lines[1].split("\t")
+  assert label in ("negative", "positive") and echoed == text
+  assert 0.5 <= float(probability) <= 1.0
+  rows = [line.split() for line in lines[2:2 + 8]]
+  assert [r[0] for r in rows] == text.lower().split()
+  assert sum(float(r[1]) for r in rows) == pytest.approx(1.0, abs=5e-4)
+  assert heatmap.exists() and heatmap.stat().st_size > 0
+
+
+def test_heatmap_paths_are_numbered_for_several_texts():
+  assert predict_lib.heatmap_paths("a/out.png", 1) == ["a/out.png"]
+  assert predict_lib.heatmap_paths("a/out.png", 2) == ["a/out-1.png", "a/out-2.png"]
