@@ -38,8 +38,7 @@ Metrics = dict[str, tuple[jax.Array, jax.Array]]
 """name -> (weighted total, total weight), both float32 scalars."""
 
 # Modules imported by `load_experiments`; an experiment module adds its name here.
-EXPERIMENT_MODULES: tuple[str, ...] = ("experiments.sentiment", "experiments.translation",
-                                       "experiments.couplet")
+EXPERIMENT_MODULES: tuple[str, ...] = ("experiments.sentiment", "experiments.translation")
 
 
 class ResumableIterator(Protocol):
