@@ -128,7 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
   except ValueError as e:
     parser.error(str(e))
 
-  # Failures of the run itself exit with status 1 and a message (no traceback).
+  # Failures of the run itself exit with status 1 and a message (no traceback). ValueError covers
+  # what is found only once the task exists: missing or corrupt data (pipelines' SourceError), a
+  # checkpoint of another model, a batch size the devices cannot split, an unknown best_metric.
   try:
     if args.command == "train":
       task = registry.get_experiment(cfg.experiment).make_task(cfg)
@@ -139,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                             args.data_dir), indent=2))
       return 0
     return int(exp.predict(args) or 0)
-  except (trainer.NonFiniteLossError, CheckpointMismatchError, FileNotFoundError) as e:
+  except (trainer.NonFiniteLossError, CheckpointMismatchError, ValueError, FileNotFoundError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 1
 

@@ -147,6 +147,22 @@ def validate_config(config: Config) -> None:
                      f"{tc.best_metric!r}")
 
 
+def check_best_metric(task: Task, best_metric: str, eval_metrics: dict[str, Any]) -> None:
+  """Raises ValueError, before any training, for a best_metric that no dev evaluation will report.
+
+  Args:
+    task: the task (its extra_eval metrics are known only once it runs: then nothing is checked).
+    best_metric: train.best_metric, e.g. 'dev/accuracy'.
+    eval_metrics: the metric pairs of one evaluation step (abstract values are enough).
+  """
+  if type(task).extra_eval is not Task.extra_eval:
+    return
+  names = sorted(f"dev/{name}" for name in eval_metrics)
+  if best_metric not in names:
+    raise ValueError(f"train.best_metric {best_metric!r} is not among the dev metrics of the task "
+                     f"({', '.join(names)}); set it to one of them")
+
+
 def _init_fn(task: Task, tx) -> Callable:
   """`init(rng, batch) -> TrainState`: parameters from one half of the seed key, dropout from the
   other."""
@@ -248,6 +264,8 @@ def train(task: Task, config: Config, workdir: str, *,
   abstract_state = jax.eval_shape(init, rng, sample)
   train_step = steps.make_train_step(task, tx, schedule)
   _, abstract_metrics = jax.eval_shape(train_step, abstract_state, sample)
+  check_best_metric(task, tc.best_metric,
+                    jax.eval_shape(steps.make_eval_step(task), abstract_state.params, sample))
 
   def new_acc():
     return dp.replicate(steps.init_accumulator(
