@@ -72,12 +72,15 @@ def shape_prefix(x, x_name: str, of_shape: Sequence[int], of_desc: str) -> None:
 
 
 def broadcastable(x, x_name: str, target: Sequence[int], target_desc: str) -> None:
-  """Raises ValueError unless `x` broadcasts to `target`."""
+  """Raises ValueError unless `x` broadcasts to exactly `target`: it may have fewer axes and axes of
+  size 1, but must not add axes or widen the result (a mask must not change the scores' shape)."""
+  shape, target = tuple(np.shape(x)), tuple(target)
   try:
-    jnp.broadcast_shapes(np.shape(x), tuple(target))
+    ok = len(shape) <= len(target) and jnp.broadcast_shapes(shape, target) == target
   except ValueError:
-    raise ValueError(f"{x_name} with shape {tuple(np.shape(x))} does not broadcast to "
-                     f"{target_desc} {tuple(target)}") from None
+    ok = False
+  if not ok:
+    raise ValueError(f"{x_name} with shape {shape} does not broadcast to {target_desc} {target}")
 
 
 def is_concrete(x) -> bool:

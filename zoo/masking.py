@@ -83,6 +83,10 @@ def softmax_where(scores: jax.Array, mask: jax.Array | None = None) -> jax.Array
   Returns:
     weights with the shape and dtype of `scores`; fully masked rows are all zeros.
   """
+  _checks.floating(scores, "scores")
+  if mask is not None:
+    _checks.boolean(mask, "mask")
+    _checks.broadcastable(mask, "mask", scores.shape, "the scores")
   dtype = scores.dtype
   scores32 = scores.astype(jnp.float32)
   if mask is None:

@@ -23,7 +23,6 @@ from typing import Any, Callable
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from zoo import _checks
@@ -99,20 +98,6 @@ def _map_heads_and_batch_module() -> Callable:
   over_heads = nn.vmap(head_attention, in_axes=_HEAD_IN_AXES, out_axes=_HEAD_OUT_AXES,
                        variable_axes={"params": 0}, split_rngs={"params": True})
   return nn.vmap(over_heads, variable_axes={"params": None}, split_rngs={"params": False})
-
-
-def _check_mask(mask: jax.Array, target: tuple[int, ...]) -> None:
-  _checks.boolean(mask, "mask")
-  shape = tuple(np.shape(mask))
-  ok = len(shape) <= len(target)
-  if ok:
-    try:
-      ok = jnp.broadcast_shapes(shape, target) == target
-    except ValueError:
-      ok = False
-  if not ok:
-    raise ValueError(f"mask with shape {shape} does not broadcast to the scores (B, H, Q, K) = "
-                     f"{target}")
 
 
 class MultiHeadAttention(nn.Module):
@@ -294,7 +279,8 @@ class MultiHeadAttention(nn.Module):
 
     batch, num_q, num_k = query.shape[0], query.shape[1], key.shape[1]
     if mask is not None:
-      _check_mask(mask, (batch, heads, num_q, num_k))
+      _checks.boolean(mask, "mask")
+      _checks.broadcastable(mask, "mask", (batch, heads, num_q, num_k), "the scores (B, H, Q, K) =")
     mask = masking.combine_masks(mask, cache_mask)
     lens_mask = None
     if valid_lens is not None:

@@ -168,5 +168,7 @@ def test_bad_arguments_are_named():
     apply(q, k, v, mask=jnp.ones((B, Q, K)))
   with pytest.raises(ValueError, match=r"mask with shape \(3, 5, 6\) does not broadcast"):
     apply(q, k, v, mask=jnp.ones((B, Q, 6), bool))
+  with pytest.raises(ValueError, match=r"mask with shape \(2, 3, 5, 7\) does not broadcast"):
+    apply(q, k, v, mask=jnp.ones((2, B, Q, K), bool))  # would widen the scores
   with pytest.raises(ValueError, match="score: unknown name 'cosine'"):
     zoo.Attention(score="cosine").apply({}, q, k, v)

@@ -77,6 +77,11 @@ def test_masked_softmax_bad_inputs():
     zoo.masked_softmax(scores, jnp.array([1, 8, 3]))
   with pytest.raises(ValueError, match="scores: expected a floating-point array"):
     zoo.masked_softmax(jnp.zeros((3, 7), jnp.int32), jnp.array([1, 2, 3]))
+  with pytest.raises(ValueError, match=r"mask with shape \(2, 3, 5, 7\) does not broadcast to the "
+                                       r"scores \(3, 5, 7\)"):
+    zoo.softmax_where(scores, jnp.ones((2, 3, 5, 7), bool))
+  with pytest.raises(ValueError, match="mask: expected a boolean array"):
+    zoo.softmax_where(scores, jnp.ones((3, 5, 7)))
 
 
 def test_masked_softmax_traces_once_and_maps_over_examples():
