@@ -5,10 +5,10 @@ Masks are boolean, True = may attend.
 """
 
 from zoo.attention import Attention
-from zoo.attention import lengths_to_mask
 from zoo.masking import causal_mask
 from zoo.masking import combine_masks
 from zoo.masking import key_padding_mask
+from zoo.masking import lengths_to_mask
 from zoo.masking import masked_softmax
 from zoo.masking import sequence_mask
 from zoo.masking import softmax_where
@@ -32,10 +32,6 @@ from zoo.scoring import make_score
 from zoo.scoring import scaled_dot_score
 from zoo.self_attention import SelfAttention
 from zoo.self_attention import SimpleSelfAttention
-from zoo.search import Beams
-from zoo.search import Decoded
-from zoo.search import beam_search
-from zoo.search import greedy_search
 from zoo.recurrent import LSTM
 from zoo.recurrent import LSTMInit
 from zoo.recurrent import BiLSTM
@@ -43,13 +39,17 @@ from zoo.recurrent import LSTMLayer
 from zoo.recurrent import LSTMState
 from zoo.recurrent import lstm_step
 from zoo.recurrent import lstm_update
-from zoo.multihead import MultiHeadAttention
 from zoo.seq2seq import BahdanauDecoder
 from zoo.seq2seq import LuongDecoder
 from zoo.seq2seq import RecurrentEncoder
 from zoo.seq2seq import Seq2Seq
 from zoo.seq2seq import bahdanau_seq2seq
 from zoo.seq2seq import luong_seq2seq
+from zoo.multihead import MultiHeadAttention
+from zoo.search import Beams
+from zoo.search import Decoded
+from zoo.search import beam_search
+from zoo.search import greedy_search
 from zoo.transformer import DecoderBlock
 from zoo.transformer import EncoderBlock
 from zoo.transformer import PositionwiseFFN

@@ -20,28 +20,6 @@ from zoo import scoring
 Dtype = Any
 
 
-def lengths_to_mask(valid_lens: jax.Array, batch: int, num_queries: int,
-                    num_keys: int) -> jax.Array:
-  """Turns `valid_lens` (B,) or (B, Q) into a boolean mask broadcastable to scores (B, Q, K).
-
-  Args:
-    valid_lens: int (B,), the number of valid keys of each example, or (B, Q), one per query row.
-    batch: B.
-    num_queries: Q.
-    num_keys: K.
-
-  Returns:
-    bool (B, 1, K) for lengths (B,), or (B, Q, K) for lengths (B, Q); True = may attend.
-  """
-  valid_lens = jnp.asarray(valid_lens)
-  _checks.integer(valid_lens, "valid_lens")
-  _checks.rank(valid_lens, {1, 2}, "valid_lens")
-  _checks.shape_prefix(valid_lens, "valid_lens", (batch, num_queries), "the score rows (B, Q) =")
-  _checks.lengths_in_range(valid_lens, "valid_lens", num_keys)
-  mask = masking.sequence_mask(valid_lens, num_keys)
-  return mask[:, None, :] if valid_lens.ndim == 1 else mask
-
-
 class Attention(nn.Module):
   """Attention of a batch of query sets over key/value sets, with a selectable score.
 
@@ -96,7 +74,7 @@ class Attention(nn.Module):
       _checks.boolean(mask, "mask")
       _checks.broadcastable(mask, "mask", (batch, num_queries, num_keys), "the scores (B, Q, K) =")
     if valid_lens is not None:
-      lens_mask = lengths_to_mask(valid_lens, batch, num_queries, num_keys)
+      lens_mask = masking.lengths_to_mask(valid_lens, batch, num_queries, num_keys)
       mask = masking.combine_masks(lens_mask, mask)
 
     scorer = scoring.make_score(self.score, features=self.score_features, dtype=self.dtype,

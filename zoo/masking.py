@@ -98,6 +98,47 @@ def softmax_where(scores: jax.Array, mask: jax.Array | None = None) -> jax.Array
   return weights.astype(dtype)
 
 
+def valid_lens_mask(valid_lens: jax.Array, rows_shape: tuple[int, ...], num_keys: int, *,
+                    rows_desc: str = "the score rows") -> jax.Array:
+  """Marks the first valid_lens keys of every score row (d2l's valid_lens semantics).
+
+  Args:
+    valid_lens: int array whose shape is a prefix of `rows_shape`, e.g. (B,) (one length per
+      example, shared by its query rows) or (B, Q) (one length per query row) for rows (B, Q).
+    rows_shape: the shape of the score rows, scores.shape[:-1].
+    num_keys: K.
+    rows_desc: how error messages name the rows.
+
+  Returns:
+    bool valid_lens.shape + (1,) * (missing row axes) + (K,), broadcastable to rows_shape + (K,):
+    True where the key position is < the row's length.
+  """
+  _checks.integer(valid_lens, "valid_lens")
+  _checks.shape_prefix(valid_lens, "valid_lens", rows_shape, f"{rows_desc} =")
+  _checks.lengths_in_range(valid_lens, "valid_lens", num_keys)
+  lens = jnp.asarray(valid_lens)
+  lens = lens.reshape(lens.shape + (1,) * (len(rows_shape) - lens.ndim))  # (..., 1...) rows
+  return jnp.arange(num_keys) < lens[..., None]
+
+
+def lengths_to_mask(valid_lens: jax.Array, batch: int, num_queries: int,
+                    num_keys: int) -> jax.Array:
+  """Turns `valid_lens` (B,) or (B, Q) into a boolean mask broadcastable to scores (B, Q, K).
+
+  Args:
+    valid_lens: int (B,), the number of valid keys of each example, or (B, Q), one per query row.
+    batch: B.
+    num_queries: Q.
+    num_keys: K.
+
+  Returns:
+    bool (B, 1, K) for lengths (B,), or (B, Q, K) for lengths (B, Q); True = may attend.
+  """
+  _checks.rank(valid_lens, {1, 2}, "valid_lens")
+  return valid_lens_mask(valid_lens, (batch, num_queries), num_keys,
+                         rows_desc="the score rows (B, Q)")
+
+
 def masked_softmax(scores: jax.Array, valid_lens: jax.Array | None = None) -> jax.Array:
   """Softmax over the last axis keeping only the first `valid_lens` keys (d2l's masked_softmax).
 
@@ -115,10 +156,6 @@ def masked_softmax(scores: jax.Array, valid_lens: jax.Array | None = None) -> ja
   _checks.min_rank(scores, 1, "scores")
   if valid_lens is None:
     return softmax_where(scores)
-  _checks.integer(valid_lens, "valid_lens")
-  _checks.shape_prefix(valid_lens, "valid_lens", scores.shape[:-1], "the score rows scores.shape[:-1] =")
-  num_keys = scores.shape[-1]
-  _checks.lengths_in_range(valid_lens, "valid_lens", num_keys)
-  lens = jnp.asarray(valid_lens)
-  lens = lens.reshape(lens.shape + (1,) * (scores.ndim - 1 - lens.ndim))  # (..., 1...) rows
-  return softmax_where(scores, jnp.arange(num_keys) < lens[..., None])
+  rows_desc = "the score rows scores.shape[:-1]"
+  return softmax_where(scores, valid_lens_mask(valid_lens, scores.shape[:-1], scores.shape[-1],
+                                               rows_desc=rows_desc))

@@ -26,7 +26,6 @@ import jax.numpy as jnp
 from jax import lax
 
 from zoo import _checks
-from zoo import attention
 from zoo import masking
 from zoo import scoring
 
@@ -284,7 +283,7 @@ class MultiHeadAttention(nn.Module):
     mask = masking.combine_masks(mask, cache_mask)
     lens_mask = None
     if valid_lens is not None:
-      lens_mask = attention.lengths_to_mask(valid_lens, batch, num_q, num_k)  # (B, 1|Q, K)
+      lens_mask = masking.lengths_to_mask(valid_lens, batch, num_q, num_k)  # (B, 1|Q, K)
       lens_mask = lens_mask[:, None]  # (B, 1, 1|Q, K)
     if fused:
       out, weights = self._fused(query, key, value, mask, valid_lens, lens_mask), None
