@@ -113,30 +113,31 @@ class MultiHeadAttention(nn.Module):
     qkv_features: H * Dh, the width of queries, keys and values together; default D.
     out_features: D_out; default D.
     score: one of zoo.SCORE_NAMES ('dot', 'scaled_dot', 'additive', 'bilinear', 'concat').
-    score_features: the hidden size of the 'additive' and 'concat' scores (default Dh); must be
-      None for the others.
     dropout_rate: dropout on the attention weights (active with deterministic=False; it needs a
       'dropout' rng).
     use_bias: whether the four projections have biases.
-    num_kv_heads: Hkv for grouped-query attention (default H): query heads h*G ... h*G + G - 1 with
-      G = H // Hkv share key/value head h.
+    dtype: the dtype of the computation.
     implementation: 'vmap' (the explicit per-head function) or 'fused'
       (jax.nn.dot_product_attention; only for score='scaled_dot', no weights, no dropout).
-    dtype: the dtype of the computation.
+    num_kv_heads: Hkv for grouped-query attention (default H): query heads h*G ... h*G + G - 1 with
+      G = H // Hkv share key/value head h.
+    score_features: the hidden size of the 'additive' and 'concat' scores (default Dh); must be
+      None for the others.
     param_dtype: the dtype parameters are stored in.
     kernel_init: initializer of all kernels (flax's default).
     bias_init: initializer of all biases.
   """
+  # The first eight fields in the order of the documented signature (issue 2), then the rest.
   num_heads: int
   qkv_features: int | None = None
   out_features: int | None = None
   score: str = "scaled_dot"
-  score_features: int | None = None
   dropout_rate: float = 0.0
   use_bias: bool = True
-  num_kv_heads: int | None = None
-  implementation: str = "vmap"
   dtype: Dtype = jnp.float32
+  implementation: str = "vmap"
+  num_kv_heads: int | None = None
+  score_features: int | None = None
   param_dtype: Dtype = jnp.float32
   kernel_init: Initializer = nn.linear.default_kernel_init
   bias_init: Initializer = nn.initializers.zeros_init()
@@ -169,8 +170,8 @@ class MultiHeadAttention(nn.Module):
               value: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array | None]:
     """Writes the new keys/values (B, T, Hkv, Dh) into the cache at cache_index.
 
-    Returns the whole cache (B, max_len, Hkv, Dh) twice and the mask bool (1, 1, T, max_len) that
-    lets new position i see the cached positions <= cache_index + i. On the call that creates the
+    Returns the whole key cache and value cache, each (B, max_len, Hkv, Dh), and the mask bool
+    (1, 1, T, max_len) that lets new position i see the cached positions <= cache_index + i. On the call that creates the
     cache (flax's convention: init or a first apply with the full-length input) nothing is written,
     the inputs are returned unchanged and the mask is None.
     """
@@ -283,6 +284,7 @@ class MultiHeadAttention(nn.Module):
     mask = masking.combine_masks(mask, cache_mask)
     lens_mask = None
     if valid_lens is not None:
+      valid_lens = jnp.asarray(valid_lens)
       lens_mask = masking.lengths_to_mask(valid_lens, batch, num_q, num_k)  # (B, 1|Q, K)
       lens_mask = lens_mask[:, None]  # (B, 1, 1|Q, K)
     if fused:

@@ -292,6 +292,13 @@ def test_argument_errors_name_the_argument_and_shapes():
         jax.random.key(0), inputs_q)
 
 
+def test_constructor_takes_the_documented_positional_order():
+  mha = zoo.MultiHeadAttention(4, 8, 9, "dot", 0.25, False, jnp.bfloat16, "fused")
+  assert (mha.num_heads, mha.qkv_features, mha.out_features, mha.score, mha.dropout_rate,
+          mha.use_bias, mha.dtype, mha.implementation) == (
+              4, 8, 9, "dot", 0.25, False, jnp.bfloat16, "fused")
+
+
 def test_fused_refuses_weights_and_dropout():
   inputs_q, inputs_kv, _ = _inputs()
   fused = _zoo_mha(implementation="fused", dropout_rate=0.1)
