@@ -443,11 +443,17 @@ CLI_CASES = [
 CASES = ZOO_CASES + PIPELINE_CASES + CLI_CASES
 
 
-def test_the_matrix_is_wide_and_its_ids_unique():
+def test_the_matrix_is_wide_and_its_references_exist():
   ids = [case.id for case in CASES]
   assert len(ids) == len(set(ids)) and len(ids) >= 25
   assert all(case.message for case in CASES if case.error)
   assert all(case.check for case in CASES if not case.error)
+  root = os.path.dirname(os.path.dirname(toy_runs.HERE))
+  for case in CASES:
+    if case.also:
+      path, _, name = case.also.partition("::")
+      with open(os.path.join(root, path), encoding="utf-8") as f:
+        assert not name or f"def {name}(" in f.read(), case.also
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)

@@ -12,6 +12,9 @@ results equal the uninterrupted run's bit for bit. After every interruption the 
 checkpoint loads, the uncommitted ones are never used (the next start resumes from the committed
 one) and, by the end, none is left on disk.
 
+A second, in-process test covers Ctrl-C: once, it stops like SIGTERM (checkpoint, status 130 on
+the command line); twice, it stops at once.
+
 The save window is hit on purpose with tests/reliability/commit_gate.py, imported into the
 subprocess with `--import commit_gate`: while a gate file lists a checkpoint, Orbax's final rename
 of its temporary directory waits, so the kill lands with the checkpoint written but not committed.
@@ -33,10 +36,13 @@ import threading
 import time
 
 import jax
+import pytest
 
 import commit_gate
+import engine_toy
 import toy_runs
 from experiments import metrics_log
+from experiments import trainer
 from experiments.checkpoints import BEST_DIR
 from experiments.checkpoints import LATEST_DIR
 from experiments.checkpoints import Checkpoints
@@ -226,3 +232,35 @@ def test_killed_and_stopped_runs_resume_to_the_uninterrupted_result(reference_ru
   for key in ("test", "dev", "best", "steps", "test_params"):
     assert results[key] == reference_run.results[key], key
   assert _tmp_dirs(workdir) == []
+
+
+class _CtrlCBatches(engine_toy.ToyBatches):
+  """The toy's batches; drawing batch 6 (while step 5 runs) delivers a SIGINT, as Ctrl-C would."""
+
+  def __next__(self):
+    if self.epoch * self.per_epoch + self.position == 6:
+      signal.raise_signal(signal.SIGINT)
+    return super().__next__()
+
+
+class _CtrlCTask(engine_toy.ToyTask):
+
+  def train_batches(self):
+    tc = self.config.train
+    return _CtrlCBatches(self.splits["train"], tc.batch_size, tc.seed, self.config.data)
+
+
+def test_ctrl_c_saves_and_stops_and_twice_stops_at_once(tmp_path):
+  cfg = trainer.make_config("toy", "mlp", overrides=toy_runs.OVERRIDES)
+  stopped = trainer.train(_CtrlCTask(cfg), cfg, str(tmp_path))
+  assert stopped.interrupted == signal.SIGINT and 5 <= stopped.step < toy_runs.TOTAL_STEPS
+  assert stopped.results is None  # the command line turns this into exit status 130
+  assert _committed(str(tmp_path))[0] == stopped.step
+  # A second Ctrl-C does not wait for the step to end.
+  before = signal.getsignal(signal.SIGINT)
+  with trainer.StopSignals() as stop:
+    signal.raise_signal(signal.SIGINT)
+    assert stop.received == signal.SIGINT
+    with pytest.raises(KeyboardInterrupt):
+      signal.raise_signal(signal.SIGINT)
+  assert signal.getsignal(signal.SIGINT) is before

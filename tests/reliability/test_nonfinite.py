@@ -82,19 +82,20 @@ def test_nan_at_the_first_step_leaves_no_checkpoint(tmp_path):
 
 
 def test_nan_at_the_last_step_saves_nothing_of_it(tmp_path):
-  last = toy_runs.TOTAL_STEPS
+  # Two epochs: 10 steps, checkpoints every 2 steps and at step 5, a best one at step 5.
+  last = 10
+  faulty = ["train.num_epochs=2", f"data.nan_at_batch={last - 1}"]
   with pytest.raises(trainer.NonFiniteLossError, match=rf"at step {last}: the loss became nan"
                      ) as info:
-    toy_runs.train(tmp_path, [f"data.nan_at_batch={last - 1}"])
+    toy_runs.train(tmp_path, faulty)
   assert info.value.checkpoint_step == last - 2
   ckpts = _checkpoints(tmp_path)
-  assert ckpts.latest.all_steps() == [last - 4, last - 2]
-  assert ckpts.best_step() < last
+  assert ckpts.latest.all_steps() == [last - 4, last - 2] and ckpts.best_step() == 5
   ckpts.close()
   assert not os.path.exists(os.path.join(tmp_path, metrics_log.RESULTS_FILE))
   assert max(r["step"] for r in toy_runs.records(tmp_path)) == last - 2
   for which in ("latest", "best"):
-    _assert_finite(toy_runs.restore(tmp_path, which, [f"data.nan_at_batch={last - 1}"])[0])
+    _assert_finite(toy_runs.restore(tmp_path, which, faulty)[0])
 
 
 def test_divergence_is_caught_at_the_first_nonfinite_step(tmp_path):
@@ -107,25 +108,31 @@ def test_divergence_is_caught_at_the_first_nonfinite_step(tmp_path):
   assert f"Training stopped at step {bad}: the loss became {info.value.value}" in str(info.value)
   assert kept is not None and kept < bad
 
-  # Replaying from the kept checkpoint with the engine's own step: finite up to bad - 1, not at bad.
+  # Replaying from the kept checkpoint with the engine's own step program, one fresh metric sum
+  # per step: the objective is finite up to step bad - 1 and not at step bad.
   cfg = trainer.make_config("toy", "mlp", overrides=[*toy_runs.OVERRIDES, *diverging])
   task = engine_toy.ToyTask(cfg)
   tx, schedule = make_optimizer(cfg.optimizer, trainer.total_steps(cfg, task.steps_per_epoch))
-  dp = DataParallel()
+  train_step = steps.make_train_step(task, tx, schedule)
+  sample = task.example_batch()
   abstract = jax.eval_shape(lambda rng, batch: TrainState.create(task.init(rng, batch), tx, rng),
-                            jax.random.key(0), task.example_batch())
+                            jax.random.key(0), sample)
+  dp = DataParallel()
   ckpts = _checkpoints(tmp_path)
   state, meta = ckpts.restore(abstract, dp.replicated)
   ckpts.close()
   assert int(state.step) == kept
   _assert_finite(jax.device_get(state.params))
+  zeros = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype),
+                       jax.eval_shape(train_step, abstract, sample)[1])
+  loop_step = dp.jit_train_step(steps.make_loop_step(train_step), num_carried=2)
   batches = task.train_batches()
   batches.set_state(meta["data"])
-  train_step = dp.jit_train_step(steps.make_train_step(task, tx, schedule))
   objectives = []
   for _ in range(kept, bad):
-    state, metrics = train_step(state, dp.shard_batch(next(batches)))
-    objectives.append(float(metrics["objective"][0]))
+    acc = dp.replicate(steps.init_accumulator(zeros))
+    state, acc = loop_step(state, acc, dp.shard_batch(next(batches)))
+    objectives.append(float(acc["metrics"]["objective"][0]))
   assert all(map(math.isfinite, objectives[:-1])) and not math.isfinite(objectives[-1]), objectives
   # The records logged before the stop are all finite and end at the kept checkpoint.
   logged = toy_runs.records(tmp_path)
