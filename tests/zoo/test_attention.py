@@ -105,17 +105,33 @@ def test_jit_grad_and_no_retrace():
     assert np.all(np.isfinite(leaf)) and np.abs(leaf).sum() > 0
 
 
-def test_bfloat16_computation():
+def test_bfloat16_and_fully_masked_rows_give_zeros_and_finite_gradients():
   queries, keys, values = _rand(13, B, Q, DQ), _rand(14, B, K, DK), _rand(15, B, K, DV)
-  lens = jnp.array([0, 7, 3])
+  lens = jnp.array([0, 7, 3])  # example 0 has no key to attend to
   attention16 = zoo.Attention(score="concat", dtype=jnp.bfloat16)
+  attention32 = zoo.Attention(score="concat")
   variables = attention16.init(jax.random.key(3), queries, keys, values, lens)
   assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(variables))
-  context16, weights16 = attention16.apply(variables, queries, keys, values, lens)
+
+  def loss(variables, queries, keys, values):
+    context, _ = attention16.apply(variables, queries, keys, values, lens)
+    return (context.astype(jnp.float32) ** 2).sum()
+
+  @jax.jit
+  def run(variables, queries, keys, values):  # one compilation
+    return (attention16.apply(variables, queries, keys, values, lens),
+            attention32.apply(variables, queries, keys, values, lens)[0],
+            jax.grad(loss, argnums=(0, 1, 2, 3))(variables, queries, keys, values))
+
+  (context16, weights16), context32, grads = run(variables, queries, keys, values)
   assert context16.dtype == weights16.dtype == jnp.bfloat16
-  context32, _ = zoo.Attention(score="concat").apply(variables, queries, keys, values, lens)
   np.testing.assert_allclose(context16.astype(np.float32), context32, atol=0.1, rtol=0.05)
   np.testing.assert_array_equal(context16[0].astype(np.float32), 0.0)
+  np.testing.assert_array_equal(weights16[0].astype(np.float32), 0.0)
+  chex.assert_tree_all_finite(grads)
+  for grad in grads[1:]:  # nothing flows into the example that attends to nothing
+    np.testing.assert_array_equal(np.asarray(grad[0], np.float32), 0.0)
+  assert all(np.abs(leaf).sum() > 0 for leaf in jax.tree.leaves(grads[0]))
 
 
 def test_dropout_only_when_not_deterministic():
