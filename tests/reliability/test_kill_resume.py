@@ -1,4 +1,4 @@
-"""Interrupted training restarted with the same command ends exactly where an uninterrupted run does.
+"""Interrupted training, restarted with the same command, ends exactly as an uninterrupted run.
 
 One training command (`python -m experiments train toy ...`, the engine's toy task, 20 steps) runs
 in a subprocess and is interrupted three times, each time restarted with the very same command:

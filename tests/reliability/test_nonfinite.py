@@ -63,7 +63,8 @@ def test_cli_stops_with_status_1_and_resumes_from_the_good_checkpoint(reference_
   # The same command without the fault resumes from step 6 and ends where a clean run ends.
   assert main(argv) == 0
   out = capsys.readouterr().out
-  assert f"Resuming {workdir} from step 6 with changed settings: data.nan_at_batch: 6 -> None" in out
+  assert (f"Resuming {workdir} from step 6 with changed settings: data.nan_at_batch: 6 -> None"
+          in out)
   assert toy_runs.records(workdir) == toy_runs.records(reference_run.workdir)
   params, _ = toy_runs.restore(workdir, "latest")
   toy_runs.assert_same_params(reference_run.state.params, params)
