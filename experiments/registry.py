@@ -38,7 +38,8 @@ Metrics = dict[str, tuple[jax.Array, jax.Array]]
 """name -> (weighted total, total weight), both float32 scalars."""
 
 # Modules imported by `load_experiments`; an experiment module adds its name here.
-EXPERIMENT_MODULES: tuple[str, ...] = ("experiments.sentiment", "experiments.translation")
+EXPERIMENT_MODULES: tuple[str, ...] = ("experiments.sentiment", "experiments.translation",
+                                       "experiments.couplet")
 
 
 class ResumableIterator(Protocol):

@@ -1,0 +1,176 @@
+"""The named runs of the couplet experiment: one function per run, returning its Config.
+
+Full-data runs (the seed's settings; meant for a GPU, not run here):
+
+    python -m experiments train couplet --model lstm \
+        --data-dir /work/shared/data/couplet/couplet.tar.gz --workdir runs/couplet-lstm
+    python -m experiments train couplet --model transformer \
+        --data-dir /work/shared/data/couplet/couplet.tar.gz --workdir runs/couplet-transformer
+
+CPU-sized runs on a stated subset of the same data (`--model lstm_cpu` / `transformer_cpu`, about
+20 minutes each on 2 shared CPU cores); their measured results are in docs/RESULTS.md, "Chinese
+couplets". Without --data-dir the shipped sample (9,065 train, 447 dev, 488 test couplets) is used.
+
+Every run trains with teacher forcing on the masked token cross-entropy, keeps the parameters with
+the best dev loss, and reports dev/test loss and perplexity, plus character BLEU, exact-length
+rate and copy rate of beam-search outputs with the length constraint (names without suffix) and
+without it (suffix '_free'). Then:
+
+    python -m experiments couplet "晚风摇树树还挺" --workdir runs/couplet-lstm --beams 3
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from experiments import config as config_lib
+from experiments.couplet import models
+from experiments.translation.configs import TransformerConfig
+
+
+@dataclasses.dataclass
+class CoupletDataConfig:
+  """How couplets become batches (pipelines.tasks.CoupletData), and how the task decodes.
+
+  Attributes:
+    max_len: the widest source and decoder input, eos / bos included (the longest line has 32
+      characters: 33 keeps every couplet whole).
+    buckets: padded widths of the batches, ascending, the last == max_len; None: the pipeline's
+      (8, 12, 18, 33). Each width is one more compiled step.
+    min_freq: characters seen fewer times in train are unknown (2 as the pipeline).
+    max_vocab: keep at most this many characters (None: all with min_freq).
+    prepared_dir: where prepared datasets live (None: $ZOO_DATA_DIR or ~/.cache/attention_zoo).
+    beam_size: the beam of every evaluation decode and of the couplet command (the chapter: 10).
+    length_penalty: GNMT's alpha (0: rank by log-probability alone; with the length constraint
+      every hypothesis of a line has the same length, so it changes nothing there).
+    dev_decode_examples: dev couplets (the first by index) decoded at each dev evaluation for
+      BLEU, exact-length and copy rates; 0: none; None: all.
+    test_decode_examples: the same for the final test evaluation.
+    decode_batch_size: upper lines decoded at once (each with beam_size hypotheses).
+  """
+  max_len: int = 33
+  buckets: tuple[int, ...] | None = None
+  min_freq: int = 2
+  max_vocab: int | None = None
+  prepared_dir: str | None = None
+  beam_size: int = 10
+  length_penalty: float = 0.0
+  dev_decode_examples: int | None = 1000
+  test_decode_examples: int | None = None
+  decode_batch_size: int = 128
+
+
+@dataclasses.dataclass
+class LuongConfig:
+  """The Paddle couplet chapter's LSTM seq2seq with input feeding (models.LuongCouplet).
+
+  Attributes:
+    embed_dim: character embedding width (encoder and decoder each have their own table).
+    hidden_size: LSTM width of the encoder and decoder; also the attention's width.
+    num_layers: LSTM layers in the encoder and in the decoder.
+    dropout_rate: between LSTM layers and on the decoder's top output.
+    output_activation: 'none' as the chapter, or 'tanh' (Luong et al.'s attentional vector).
+    label_smoothing: the share of the target probability spread over the vocabulary.
+  """
+  embed_dim: int = 256
+  hidden_size: int = 256
+  num_layers: int = 2
+  dropout_rate: float = 0.2
+  output_activation: Literal["none", "tanh"] = "none"
+  label_smoothing: float = 0.0
+
+  def build(self, src_vocab_size: int, tgt_vocab_size: int, dtype: Any,
+            param_dtype: Any) -> models.Translator:
+    return models.LuongCouplet(src_vocab_size, tgt_vocab_size, embed_dim=self.embed_dim,
+                               hidden_size=self.hidden_size, num_layers=self.num_layers,
+                               dropout_rate=self.dropout_rate,
+                               output_activation=self.output_activation, dtype=dtype,
+                               param_dtype=param_dtype)
+
+
+def _transformer(**sizes) -> TransformerConfig:
+  """The translation experiment's Transformer config (experiments.translation.configs) as couplets
+  use it: pre-norm, dropout 0.1, one embedding table for upper and lower lines that is also the
+  output layer (the vocabulary is shared), no label smoothing (so that the loss is the NLL)."""
+  return TransformerConfig(**sizes, dropout_rate=0.1, normalize_before=True,
+                           share_embeddings=True, tie_output=True, label_smoothing=0.0)
+
+
+def _run(model: Any, train: config_lib.TrainConfig, optimizer: config_lib.OptimizerConfig,
+         data: CoupletDataConfig | None = None) -> config_lib.Config:
+  return config_lib.Config(model=model, train=train, optimizer=optimizer,
+                           data=data or CoupletDataConfig())
+
+
+def lstm() -> config_lib.Config:
+  """The seed's run on the full data (GPU): embeddings 256, 2-layer LSTMs of 256, Luong attention
+  with input feeding, dropout 0.2; batch 128, Adam 1e-3, gradients clipped to global norm 5.0,
+  10 epochs (about 53,800 steps), dev every 2,000 steps (BLEU on 1,000 dev couplets), beam 10.
+  Not run in this project (no GPU was lent; see docs/RESULTS.md)."""
+  return _run(LuongConfig(),
+              config_lib.TrainConfig(batch_size=128, num_epochs=10, log_every=200,
+                                     eval_every=2000, checkpoint_every=2000),
+              config_lib.OptimizerConfig(name="adam", learning_rate=1e-3, grad_clip_norm=5.0))
+
+
+def transformer() -> config_lib.Config:
+  """A Transformer for the full data (GPU): D 256, 4 heads, FFN 1024, 4 + 4 pre-norm layers,
+  dropout 0.1, shared tied embeddings; batch 128, Adam (0.9, 0.98) with 4,000 warm-up steps to
+  1e-3 then inverse square-root decay, gradients clipped to 5.0, 10 epochs, dev every 2,000 steps,
+  beam 10. Not run in this project (no GPU was lent; see docs/RESULTS.md)."""
+  return _run(_transformer(model_dim=256, num_heads=4, ffn_hidden=1024, num_encoder_layers=4,
+                            num_decoder_layers=4),
+              config_lib.TrainConfig(batch_size=128, num_epochs=10, log_every=200,
+                                     eval_every=2000, checkpoint_every=2000),
+              config_lib.OptimizerConfig(name="adam", learning_rate=1e-3, b2=0.98, eps=1e-9,
+                                         schedule="rsqrt", warmup_steps=4000,
+                                         grad_clip_norm=5.0))
+
+
+CPU_STEPS = 1000  # 128,000 training couplets: the first of the seed-0 shuffle of epoch 0
+
+
+def _cpu_train() -> config_lib.TrainConfig:
+  """1,000 steps of batch 128 (each couplet of the subset seen once), dev every 500 steps."""
+  return config_lib.TrainConfig(batch_size=128, num_steps=CPU_STEPS, log_every=50,
+                                eval_every=500, checkpoint_every=500)
+
+
+def _cpu_data() -> CoupletDataConfig:
+  """Decoding during training on 300 dev / 1,000 test couplets only (the full splits are scored
+  afterwards with `python -m experiments.couplet.report`)."""
+  return CoupletDataConfig(dev_decode_examples=300, test_decode_examples=1000)
+
+
+def lstm_cpu() -> config_lib.Config:
+  """The seed's LSTM at half width for 2 CPU cores, on a subset: embeddings 128, 2-layer LSTMs of
+  128, Luong attention with input feeding, dropout 0.2; batch 128, Adam 1e-3, clipping 5.0;
+  1,000 steps = the first 128,000 couplets (18.6%) of the seed-0 shuffle of the full training
+  split, each seen once. Result in docs/RESULTS.md (2026-11-22)."""
+  return _run(LuongConfig(embed_dim=128, hidden_size=128), _cpu_train(),
+              config_lib.OptimizerConfig(name="adam", learning_rate=1e-3, grad_clip_norm=5.0),
+              _cpu_data())
+
+
+def transformer_cpu() -> config_lib.Config:
+  """A small Transformer for 2 CPU cores on the same subset as lstm_cpu: D 128, 4 heads, FFN 512,
+  2 + 2 pre-norm layers, dropout 0.1, shared tied embeddings; batch 128, Adam (0.9, 0.98) with 100
+  warm-up steps to 1e-3 then cosine decay to 1e-4, clipping 5.0; 1,000 steps (the same 128,000
+  couplets). Result in docs/RESULTS.md (2026-11-22)."""
+  return _run(_transformer(model_dim=128, num_heads=4, ffn_hidden=512, num_encoder_layers=2,
+                            num_decoder_layers=2),
+              _cpu_train(),
+              config_lib.OptimizerConfig(name="adam", learning_rate=1e-3, b2=0.98, eps=1e-9,
+                                         schedule="cosine", warmup_steps=100, min_lr_ratio=0.1,
+                                         grad_clip_norm=5.0),
+              _cpu_data())
+
+
+CONFIGS = {
+    "lstm": lstm,
+    "transformer": transformer,
+    "lstm_cpu": lstm_cpu,
+    "transformer_cpu": transformer_cpu,
+}
+DEFAULT_MODEL = "lstm"

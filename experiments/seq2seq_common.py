@@ -1,0 +1,135 @@
+"""What the sequence-to-sequence experiments share beyond the loss: batched, jit-compiled greedy /
+beam search with an optional exact-length constraint.
+
+(The masked sequence cross-entropy is experiments.translation.task.sequence_loss.)
+
+  SearchDecoder(model)(params, src, src_len, max_len=..., beam_size=..., exact_lens=...)
+                                                            Hypotheses of a batch of sources
+  decode_batches(decode, batches)                          the hypotheses of every real row of
+                                                            an evaluation pass, by example index
+
+The models follow the interface of experiments.translation.models.Translator: pure functions
+`init_decode_state(params, src, src_len, max_len)` and `decode_step(params, state, tokens)` (the
+zoo.search step contract). Written for the couplet experiment (issue 6), usable by translation.
+
+Shape letters: B batch, S source length, T target length, V vocabulary, W beam.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, NamedTuple
+
+import jax
+import numpy as np
+
+from pipelines.vocab import BOS_ID, EOS_ID
+from zoo.search import beam_search
+from zoo.search import greedy_search
+
+
+class Hypotheses(NamedTuple):
+  """Decoded hypotheses, best first along W, as numpy arrays.
+
+  Attributes:
+    tokens: int32 (B, W, T): target ids (bos excluded), eos at `lengths`, pad after it.
+    lengths: int32 (B, W): the tokens before eos.
+    scores: float32 (B, W): summed log-probabilities (length-penalized when a penalty is used).
+  """
+  tokens: np.ndarray
+  lengths: np.ndarray
+  scores: np.ndarray
+
+  def ids(self, row: int, rank: int = 0) -> list[int]:
+    """The ids of one hypothesis, eos and padding left out."""
+    return self.tokens[row, rank, :self.lengths[row, rank]].tolist()
+
+
+class SearchDecoder:
+  """Greedy (beam_size 1) or beam search over a model with init_decode_state / decode_step.
+
+  The parameters are an argument of the compiled program, so decoding with new parameters (every
+  dev evaluation) reuses it; a program is compiled per (beam size, max_len, whether exact_lens is
+  given) and per padded source shape.
+
+  Args:
+    model: an object with `init_decode_state(params, src, src_len, max_len)` and
+      `decode_step(params, state, tokens)` (experiments.translation.models.Translator).
+    bos_id, eos_id: the special ids (pipelines.vocab's by default).
+  """
+
+  def __init__(self, model: Any, *, bos_id: int = BOS_ID, eos_id: int = EOS_ID):
+    self.model, self.bos_id, self.eos_id = model, bos_id, eos_id
+    self._compiled: dict[tuple[int, int], Callable] = {}
+
+  def _search_fn(self, beam_size: int, max_len: int) -> Callable:
+    model, bos_id, eos_id = self.model, self.bos_id, self.eos_id
+
+    def search(params, src, src_len, exact_lens, length_penalty):
+      state = model.init_decode_state(params, src, src_len, max_len)
+
+      def step(state, tokens):
+        return model.decode_step(params, state, tokens)
+
+      if beam_size == 1:
+        out = greedy_search(step, state, bos_id=bos_id, eos_id=eos_id, max_len=max_len,
+                            exact_lens=exact_lens)
+        return out.tokens[:, None], out.lengths[:, None], out.scores[:, None]
+      out = beam_search(step, state, beam_size=beam_size, bos_id=bos_id, eos_id=eos_id,
+                        max_len=max_len, length_penalty=length_penalty, exact_lens=exact_lens)
+      return out.tokens, out.lengths, out.scores
+
+    return jax.jit(search)
+
+  def __call__(self, params: Any, src: np.ndarray, src_len: np.ndarray, *, max_len: int,
+               beam_size: int = 1, length_penalty: float = 0.0,
+               exact_lens: np.ndarray | None = None) -> Hypotheses:
+    """Decodes a batch of sources.
+
+    Args:
+      params: the model parameters.
+      src: int32 (B, S) source ids, padded with 0.
+      src_len: int32 (B,) the real source ids per row.
+      max_len: T, the most target tokens emitted per row (eos included).
+      beam_size: 1 for greedy search, W > 1 for beam search.
+      length_penalty: GNMT's alpha (beam search only; changing it does not recompile).
+      exact_lens: None, or int (B,) in [0, max_len]: row b gets exactly exact_lens[b] tokens
+        before eos (zoo.search's length constraint).
+
+    Returns:
+      Hypotheses with W = beam_size.
+    """
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+      raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+      raise ValueError(f"max_len must be a positive int, got {max_len!r}")
+    key = (beam_size, max_len)
+    if key not in self._compiled:
+      self._compiled[key] = self._search_fn(beam_size, max_len)
+    if exact_lens is not None:
+      exact_lens = np.asarray(exact_lens, np.int32)
+    tokens, lengths, scores = self._compiled[key](
+        params, np.asarray(src, np.int32), np.asarray(src_len, np.int32), exact_lens,
+        np.float32(length_penalty))
+    return Hypotheses(*jax.device_get((tokens, lengths, scores)))
+
+
+def decode_batches(decode: Callable[[dict[str, np.ndarray]], Hypotheses],
+                   batches: Iterable[dict[str, np.ndarray]]) -> dict[int, tuple[list[list[int]],
+                                                                              list[float]]]:
+  """Runs `decode` on every batch and keeps the real rows (weight > 0) by example index.
+
+  Args:
+    decode: batch -> Hypotheses of its B rows (e.g. a lambda around a SearchDecoder).
+    batches: evaluation batches with 'index' and 'weight' (B,).
+
+  Returns:
+    index -> (the hypotheses' ids best first, their scores).
+  """
+  out = {}
+  for batch in batches:
+    hyps = decode(batch)
+    for row in np.flatnonzero(np.asarray(batch["weight"]) > 0):
+      width = hyps.tokens.shape[1]
+      out[int(batch["index"][row])] = ([hyps.ids(row, rank) for rank in range(width)],
+                                       hyps.scores[row].tolist())
+  return out
