@@ -65,6 +65,18 @@ class PositionwiseFFN(nn.Module):
     return dense(self.out_features or x.shape[-1], "dense_out")(h)
 
 
+def _check_block_input(x: jax.Array, name: str) -> None:
+  _checks.rank(x, 3, name)
+  _checks.floating(x, name)
+
+
+def _check_mask(mask: jax.Array | None, name: str, scores_shape: tuple[int, ...]) -> None:
+  """Checks a block's mask against its attention scores (B, H, Q, K), naming the argument."""
+  if mask is not None:
+    _checks.boolean(mask, name)
+    _checks.broadcastable(mask, name, scores_shape, "the scores (B, H, Q, K) =")
+
+
 class _Sublayers(nn.Module):
   """Hyperparameters shared by the blocks and stacks (keyword-only), and the residual wiring.
 
@@ -157,9 +169,12 @@ class EncoderBlock(_Sublayers):
       deterministic: False applies dropout.
 
     Returns:
-      (B, L, D).
+      (B, L, D) in `dtype`.
     """
-    _checks.rank(x, 3, "x")
+    _check_block_input(x, "x")
+    batch, length, _ = x.shape
+    _check_mask(mask, "mask", (batch, self.num_heads, length, length))
+    x = jnp.asarray(x, self.dtype)  # the residual stream is in `dtype` in both forms
     attend = lambda h: self._attention("self_attention", h, None, mask, deterministic)
     x = self._residual("self_attention", x, attend, deterministic)
     return self._residual("ffn", x, lambda h: self._ffn(h, deterministic), deterministic)
@@ -185,10 +200,16 @@ class DecoderBlock(_Sublayers):
       decode: use and update the self-attention's key/value cache (see MultiHeadAttention).
 
     Returns:
-      (B, T, D).
+      (B, T, D) in `dtype`.
     """
-    _checks.rank(x, 3, "x")
-    _checks.rank(enc_outputs, 3, "enc_outputs")
+    _check_block_input(x, "x")
+    _check_block_input(enc_outputs, "enc_outputs")
+    _checks.equal_dim(x, "x", 0, enc_outputs, "enc_outputs", 0)
+    (batch, length, _), src_len = x.shape, enc_outputs.shape[1]
+    if not decode:  # when decoding, the keys are the whole cache (checked by MultiHeadAttention)
+      _check_mask(self_mask, "self_mask", (batch, self.num_heads, length, length))
+    _check_mask(cross_mask, "cross_mask", (batch, self.num_heads, length, src_len))
+    x = jnp.asarray(x, self.dtype)  # the residual stream is in `dtype` in both forms
     attend_self = lambda h: self._attention("self_attention", h, None, self_mask, deterministic,
                                             decode)
     attend_source = lambda h: self._attention("cross_attention", h, enc_outputs, cross_mask,
@@ -274,10 +295,10 @@ class Transformer(_Sublayers):
       self.output = nn.Dense(self.tgt_vocab_size, dtype=self.dtype, param_dtype=self.param_dtype)
 
   def _embed(self, table: nn.Embed, tokens: jax.Array, offset: int | jax.Array,
-             deterministic: bool) -> jax.Array:
+             deterministic: bool, name: str) -> jax.Array:
     """tokens int (B, L) -> (B, L, D): embedding * sqrt(D) + position encoding, dropout."""
-    _checks.rank(tokens, 2, "tokens")
-    _checks.integer(tokens, "tokens")
+    _checks.rank(tokens, 2, name)
+    _checks.integer(tokens, name)
     x = table(tokens) * jnp.asarray(math.sqrt(self.model_dim), self.dtype)  # (B, L, D)
     return self.positions(x, offset=offset, deterministic=deterministic)
 
@@ -299,7 +320,7 @@ class Transformer(_Sublayers):
   def encode(self, src_tokens: jax.Array, src_valid_lens: jax.Array | None = None, *,
              deterministic: bool = True) -> jax.Array:
     """src_tokens int (B, S), src_valid_lens int (B,) or None -> enc_outputs (B, S, D)."""
-    x = self._embed(self.src_embed, src_tokens, 0, deterministic)  # (B, S, D)
+    x = self._embed(self.src_embed, src_tokens, 0, deterministic, "src_tokens")  # (B, S, D)
     mask = self._source_mask(src_valid_lens, src_tokens, "src_tokens")  # (B, 1, 1, S)
     return self.encoder(x, mask=mask, deterministic=deterministic)
 
@@ -316,7 +337,7 @@ class Transformer(_Sublayers):
     Returns:
       logits (B, T, V).
     """
-    x = self._embed(self.tgt_embed, tgt_tokens, 0, deterministic)  # (B, T, D)
+    x = self._embed(self.tgt_embed, tgt_tokens, 0, deterministic, "tgt_tokens")  # (B, T, D)
     causal = masking.causal_mask(tgt_tokens.shape[1])[None, None]  # (1, 1, T, T)
     cross = self._source_mask(src_valid_lens, enc_outputs, "enc_outputs")  # (B, 1, 1, S)
     hidden = self.decoder(x, enc_outputs, self_mask=causal, cross_mask=cross,
@@ -370,7 +391,7 @@ class Transformer(_Sublayers):
     Returns:
       (logits (N, T, V) for the next token after each of them, the new state).
     """
-    x = self._embed(self.tgt_embed, tokens, state["position"], True)  # (N, T, D)
+    x = self._embed(self.tgt_embed, tokens, state["position"], True, "tokens")  # (N, T, D)
     enc_outputs = state["enc_outputs"]
     cross = masking.key_padding_mask(state["src_valid_lens"], enc_outputs.shape[1])  # (N,1,1,S)
     decoder = self.decoder.clone(parent=None)

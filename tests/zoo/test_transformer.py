@@ -272,6 +272,33 @@ def test_dropout_in_blocks():
   assert not np.allclose(noisy, quiet) and not np.allclose(noisy, other)
 
 
+def test_block_in_bfloat16_under_vmap_and_grad_with_an_empty_source():
+  x, enc_outputs = _floats(18, B, T, D), _floats(19, B, S, D)
+  causal = zoo.causal_mask(T)[None, None]
+  cross = zoo.key_padding_mask(jnp.array([7, 0, 5]), S)  # example 1 has no source to attend to
+  block = DecoderBlock(**BLOCK, normalize_before=True, dtype=jnp.bfloat16)
+  variables = _params(block, x, enc_outputs)
+  apply = lambda v, x: block.apply(v, x, enc_outputs, self_mask=causal, cross_mask=cross)
+
+  @jax.jit
+  def run(variables, x):  # one compilation
+    loss = lambda v: jnp.sum(apply(v, x).astype(jnp.float32) ** 2)
+    return apply(variables, x), jax.vmap(apply, in_axes=(None, 0))(variables, jnp.stack([-x, x])), \
+        jax.grad(loss)(variables)
+
+  out, mapped, grads = run(variables, x)
+  assert out.dtype == mapped.dtype == jnp.bfloat16 and mapped.shape == (2, B, T, D)
+  np.testing.assert_allclose(np.asarray(mapped[1], np.float32), np.asarray(out, np.float32),
+                             atol=1e-2)
+  chex.assert_tree_all_finite((out, mapped, grads))
+  # Both forms and both blocks compute in `dtype` all the way (float32 inputs are cast).
+  for normalize_before in (False, True):
+    for module, args in [(EncoderBlock, (x,)), (DecoderBlock, (x, enc_outputs))]:
+      one = module(**BLOCK, normalize_before=normalize_before, dtype=jnp.bfloat16)
+      assert jax.eval_shape(lambda: one.init_with_output(jax.random.key(0), *args)[0]).dtype == \
+          jnp.bfloat16
+
+
 def test_bfloat16_and_no_retracing_of_decode_step():
   src, tgt, lens = _batch(seed=16)
   model = _model(dtype=jnp.bfloat16)
@@ -309,3 +336,12 @@ def test_argument_errors():
                    {"position": jnp.array(0)}, tgt)
   with pytest.raises(ValueError, match="x: expected an array of rank 3"):
     jax.eval_shape(EncoderBlock(**BLOCK).init, jax.random.key(0), _floats(0, S, D))
+  x, enc_outputs = _floats(0, B, T, D), _floats(1, B, S, D)
+  init = functools.partial(jax.eval_shape, DecoderBlock(**BLOCK).init, jax.random.key(0))
+  with pytest.raises(ValueError, match=r"cross_mask with shape \(3, 1, 1, 5\) does not broadcast "
+                                       r"to the scores \(B, H, Q, K\) = \(3, 4, 5, 7\)"):
+    init(x, enc_outputs, cross_mask=jnp.ones((B, 1, 1, T), bool))  # built for the wrong length
+  with pytest.raises(ValueError, match="self_mask: expected a boolean array"):
+    init(x, enc_outputs, self_mask=jnp.ones((T, T)))
+  with pytest.raises(ValueError, match="enc_outputs: expected a floating-point array"):
+    init(x, src[:, :, None])
