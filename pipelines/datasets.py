@@ -16,7 +16,7 @@ shipped slice (used when no source is given), 'full' the whole dataset, so both 
 data_dir. A full build reads `source` (an archive, an extracted folder, fra.txt, or a folder holding
 the canonical archive), else <data_dir>/downloads/manual/<canonical file>, else (only with
 download=True) the canonical URL. Preparing is idempotent: an existing build is reused without
-reading the source again; `overwrite=True` rebuilds it.
+reading the source again (a source that is named must still exist); `overwrite=True` rebuilds it.
 """
 
 from __future__ import annotations
@@ -103,11 +103,16 @@ def builder(name: str, *, source: str | os.PathLike | None = None,
     verify: check the sha256 of canonical archives.
     full: force the config ('full' when True, 'sample' when False); by default 'full' exactly when
       a source is given or download is asked for.
+
+  Raises:
+    pipelines.sources.SourceError: `source` is given but does not exist.
   """
   _check_name(name)
   if full is None:
     full = source is not None or download
   data_dir = Path(data_dir).expanduser() if data_dir is not None else sources.default_data_dir()
+  if source is not None:  # before any reuse of an earlier build, which would not read it
+    sources.existing_source(name, source, data_dir=data_dir)
   return BUILDERS[name](data_dir=os.fspath(data_dir), config="full" if full else "sample",
                         source=source, download=download, verify=verify)
 

@@ -184,6 +184,20 @@ def locate_in_folder(name: str, folder: Path) -> Path | None:
   return None
 
 
+def existing_source(name: str, source: str | os.PathLike, *, data_dir: str | os.PathLike
+                    ) -> Path:
+  """The user-given `source` of dataset `name` as a Path; SourceError naming it if it is missing.
+
+  Checked whenever a source is named, even when an earlier build would be reused without reading
+  it: a mistyped path must not silently stand for whatever was prepared before.
+  """
+  path = Path(source).expanduser()
+  if not path.exists():
+    raise SourceError(f"{name} source {path} does not exist. " +
+                      _missing_message(name, Path(data_dir)))
+  return path
+
+
 def resolve(name: str, source: str | os.PathLike | None, *, data_dir: str | os.PathLike,
             download: bool = False, verify: bool = True,
             fetch: Callable[[str], os.PathLike] | None = None) -> Path:
@@ -208,9 +222,7 @@ def resolve(name: str, source: str | os.PathLike | None, *, data_dir: str | os.P
   canon = CANONICAL[name]
   data_dir = Path(data_dir)
   if source is not None:
-    path = Path(source).expanduser()
-    if not path.exists():
-      raise SourceError(f"{name} source {path} does not exist. " + _missing_message(name, data_dir))
+    path = existing_source(name, source, data_dir=data_dir)
     if path.is_dir():
       found = locate_in_folder(name, path)
       if found is None:

@@ -244,6 +244,15 @@ def _prepare(env, name, source):
   return datasets.prepare(name, source=source, data_dir=os.path.join(env.tmp, "prepared"))
 
 
+def _missing_source_after_a_full_build(env):
+  """A full fra_eng build from a 60-pair fra.txt, then the same data folder with a mistyped path."""
+  root = _write(env, {"fra.txt": "".join(f"I see {n} birds.\tJe vois {n} oiseaux.\n"
+                                         for n in range(2, 62)).encode()})
+  _prepare(env, "fra_eng", os.path.join(root, "fra.txt"))
+  return datasets.load("fra_eng", "train", source=os.path.join(root, "fra.tx"),
+                       data_dir=os.path.join(env.tmp, "prepared"))
+
+
 def _cut_sample(env, name):
   sample = sources.sample_path(name)
   path = os.path.join(env.tmp, f"cut_{sample.name}")
@@ -319,6 +328,11 @@ PIPELINE_CASES = [
          lambda env: _prepare(env, "imdb", os.path.join(env.tmp, "aclImdb_v1.tar.gz")),
          SourceError, r"imdb source .*aclImdb_v1.tar.gz does not exist.*obtain aclImdb_v1.tar.gz "
          r"from http"),
+    Case("pipelines-missing-source-although-a-full-build-exists",
+         _missing_source_after_a_full_build, SourceError,
+         r"fra_eng source .*fra.tx does not exist\. no raw data for fra_eng",
+         also="tests/reliability/test_followups.py::"
+         "test_a_missing_source_is_refused_although_a_full_build_exists"),
     Case("pipelines-couplet-line-counts-differ", _unequal_couplets, SourceError,
          r"couplet: train/in.txt has 3 lines but train/out.txt has 2; the two files must pair "
          r"line by line",
