@@ -36,11 +36,16 @@ def test_simple_self_attention_is_softmax_x_xt_x(scale):
   np.testing.assert_allclose(outputs, expected_outputs, rtol=1e-5, atol=1e-6)
 
 
-def test_simple_self_attention_with_causal_mask():
+def test_simple_self_attention_with_causal_mask_in_bfloat16_under_jit():
   x = _rand(1, B, L, D)
   outputs, weights = zoo.SimpleSelfAttention().apply({}, x, mask=zoo.causal_mask(L))
   np.testing.assert_array_equal(np.triu(weights[1], k=1), 0.0)
   np.testing.assert_allclose(outputs[:, 0], x[:, 0], rtol=1e-6)  # step 0 sees only itself
+  half = jax.jit(lambda x: zoo.SimpleSelfAttention(dtype=jnp.bfloat16).apply(
+      {}, x, mask=zoo.causal_mask(L))[0])
+  outputs16 = half(x)
+  assert outputs16.dtype == jnp.bfloat16
+  np.testing.assert_allclose(np.asarray(outputs16, np.float32), outputs, atol=0.05, rtol=0.05)
 
 
 def test_self_attention_projects_then_attends():

@@ -179,21 +179,25 @@ def test_luong_input_feeding_feeds():
   np.testing.assert_array_equal(changed[1:], logits[1:])
 
 
-def test_bfloat16_decoding_keeps_state_dtypes(decoder):
+def test_bfloat16_decoding_keeps_state_dtypes_and_maps_under_vmap(decoder):
   _, model, variables, apply, (tokens, enc_outputs, src_lens, init_state) = decoder
   half = model.clone(dtype=jnp.bfloat16)
+  forced = lambda enc: half.apply(variables, tokens, enc, src_lens, init_state)
 
   @jax.jit
   def run(variables):
-    logits, weights = half.apply(variables, tokens, enc_outputs, src_lens, init_state)
+    logits, weights = forced(enc_outputs)
     state = half.apply(variables, enc_outputs, src_lens, init_state,
                        method=type(half).init_decode_state)
     step_logits, new_state = half.apply(variables, state, tokens[:, 0],
                                         method=type(half).decode_step)
-    return logits, weights, state, step_logits, new_state
+    mapped, _ = jax.vmap(forced)(jnp.stack([-enc_outputs, enc_outputs]))  # (2, B, T, V)
+    return logits, weights, state, step_logits, new_state, mapped
 
-  logits, weights, state, step_logits, new_state = run(variables)
+  logits, weights, state, step_logits, new_state, mapped = run(variables)
   assert logits.dtype == jnp.bfloat16 and step_logits.dtype == jnp.bfloat16
+  np.testing.assert_allclose(np.asarray(mapped[1], np.float32), np.asarray(logits, np.float32),
+                             atol=2e-2)
   chex.assert_tree_all_finite((logits, weights, new_state))
   chex.assert_trees_all_equal_shapes_and_dtypes(new_state, state)
   full, _ = apply(variables, tokens, enc_outputs, src_lens, init_state)
