@@ -29,6 +29,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from zoo import _checks
 
@@ -65,6 +66,9 @@ def lstm_update(gates: jax.Array, c: jax.Array) -> LSTMState:
   Returns:
     LSTMState(h (..., H), c (..., H)) in the dtype of `gates`.
   """
+  if np.shape(gates)[-1] != 4 * np.shape(c)[-1]:
+    raise ValueError(f"gates with shape {np.shape(gates)} must be 4 times as wide as the cell c "
+                     f"with shape {np.shape(c)} (gate order i, f, g, o)")
   i, f, g, o = jnp.split(gates, 4, axis=-1)
   c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
   return LSTMState(jax.nn.sigmoid(o) * jnp.tanh(c), c)
@@ -83,6 +87,13 @@ def lstm_step(hidden_kernel: jax.Array, state: LSTMState, input_gates: jax.Array
   Returns:
     the new LSTMState, float32 (N, H).
   """
+  _checks.rank(hidden_kernel, 2, "hidden_kernel")
+  width = hidden_kernel.shape[0]
+  if (hidden_kernel.shape[1], np.shape(input_gates)[-1], np.shape(state.h)[-1]) != (
+      4 * width, 4 * width, width):
+    raise ValueError(f"lstm_step: hidden_kernel {hidden_kernel.shape} (H, 4H), state.h "
+                     f"{np.shape(state.h)} (N, H) and input_gates {np.shape(input_gates)} (N, 4H) "
+                     "disagree on H")
   recurrent = jnp.dot(state.h.astype(dtype), hidden_kernel.astype(dtype),
                       preferred_element_type=jnp.float32)
   gates = input_gates.astype(jnp.float32) + recurrent
@@ -230,6 +241,11 @@ class LSTMLayer(nn.Module):
       final LSTMState(h (B, n*H), c (B, n*H)) float32: the state after each sequence's last real
       token (forward) and after its first token (backward).
     """
+    _checks.rank(x, 3, "x")
+    _checks.floating(x, "x")
+    if lengths is not None:
+      _checks.sequence_lengths(lengths, "lengths", x, "x")
+      lengths = jnp.asarray(lengths)
     batch, steps = x.shape[0], x.shape[1]
     n, hidden = self.num_directions, self.hidden_size
     gates = self.input_gates(x)  # (B, L, n, 4H): one matmul for all steps and directions
@@ -239,7 +255,8 @@ class LSTMLayer(nn.Module):
     if initial_state is None:
       init = LSTMState(*(jnp.zeros((n, batch, hidden), jnp.float32),) * 2)
     else:
-      init = LSTMState(*(_directions_first(s.astype(jnp.float32), n) for s in initial_state))
+      initial_state = _check_state(initial_state, "initial_state", batch, n * hidden)
+      init = LSTMState(*(_directions_first(jnp.asarray(s, jnp.float32), n) for s in initial_state))
     outputs, final = _scan_directions(self.hidden_kernel, gates.transpose(1, 2, 0, 3), init, mask,
                                       self.dtype)
     outputs = outputs.transpose(2, 0, 1, 3)  # (B, L, n, H)

@@ -225,5 +225,19 @@ def test_bad_arguments_raise_naming_them(bilstm):
     bad = recurrent.zero_states(2, B, 2 * H)
     bad = (bad[0], zoo.LSTMState(bad[1].h, jnp.zeros((B, H))))
     model.apply(variables, x, LENGTHS, initial_state=bad)
+  layer = zoo.LSTMLayer(H, bidirectional=True)
+  layer_params = {"params": variables["params"]["layers_0"]}
+  with pytest.raises(ValueError, match=r"x: expected an array of rank 3, got shape \(7, 5\)"):
+    layer.apply(layer_params, x[0])
+  with pytest.raises(ValueError, match=r"lengths must lie in \[0, 7\]"):
+    layer.apply(layer_params, x, jnp.array([1, 9, 3]))
+  with pytest.raises(ValueError, match=r"initial_state.h: expected shape \(3, 8\), got \(3, 4\)"):
+    layer.apply(layer_params, x, LENGTHS, zoo.LSTMState(jnp.zeros((B, H)), jnp.zeros((B, H))))
+  with pytest.raises(ValueError, match=r"gates with shape \(3, 12\) must be 4 times as wide as the "
+                                       r"cell c with shape \(3, 4\)"):
+    zoo.lstm_update(jnp.zeros((B, 3 * H)), jnp.zeros((B, H)))
+  with pytest.raises(ValueError, match=r"hidden_kernel \(4, 16\) \(H, 4H\), state.h \(3, 5\)"):
+    zoo.lstm_step(jnp.zeros((H, 4 * H)), zoo.LSTMState(jnp.zeros((B, 5)), jnp.zeros((B, 5))),
+                  jnp.zeros((B, 4 * H)))
   with pytest.raises(ValueError, match="step: a bidirectional layer"):
     model.apply(variables, recurrent.zero_states(2, B, 2 * H), x[:, 0], method=zoo.LSTM.step)
