@@ -63,7 +63,15 @@ def key_padding_mask(valid_lens: jax.Array, k_len: int) -> jax.Array:
 
 
 def combine_masks(*masks: jax.Array | None) -> jax.Array | None:
-  """Logical AND of the masks that are not None (broadcasting), or None if all are None."""
+  """Logical AND of the masks that are not None, or None if all are None.
+
+  Args:
+    *masks: bool arrays (True = may attend) that broadcast together, e.g. key padding (B, 1, 1, K)
+      and causal (1, 1, Q, K), or None.
+
+  Returns:
+    bool of their broadcast shape, e.g. (B, 1, Q, K); None when every mask is None.
+  """
   present = [m for m in masks if m is not None]
   if not present:
     return None

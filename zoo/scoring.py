@@ -173,6 +173,15 @@ class _Score(nn.Module):
 
   @nn.compact
   def __call__(self, q: jax.Array, k: jax.Array) -> jax.Array:
+    """Scores every query against every key.
+
+    Args:
+      q: float queries (..., Q, Dq).
+      k: float keys (..., K, Dk); the leading axes of q and k broadcast against each other.
+
+    Returns:
+      scores (..., Q, K) in `dtype`.
+    """
     _checks.min_rank(q, 2, "q")
     _checks.min_rank(k, 2, "k")
     _checks.floating(q, "q")
