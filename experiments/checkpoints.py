@@ -93,7 +93,8 @@ class Checkpoints:
   Args:
     workdir: the run's directory.
     keep: how many latest checkpoints to keep.
-    best_metric: the metric name stored with best checkpoints, e.g. 'dev/accuracy'.
+    best_metric: the metric name stored with best checkpoints, e.g. 'dev/accuracy'. The best
+      checkpoints of a run that selected by another metric are refused (`check_best_metric`).
     best_mode: 'max' or 'min'.
     asynchronous: write in a background thread (training continues meanwhile).
   """
@@ -117,6 +118,7 @@ class Checkpoints:
             max_to_keep=1, create=True, best_fn=lambda metrics: metrics[best_metric],
             best_mode=best_mode, keep_checkpoints_without_metrics=False,
             enable_async_checkpointing=asynchronous))
+    self._best_metric_checked = False
 
   # -- latest --------------------------------------------------------------------------------------
 
@@ -163,12 +165,34 @@ class Checkpoints:
 
   # -- best ----------------------------------------------------------------------------------------
 
+  def check_best_metric(self) -> None:
+    """Raises ValueError, naming both metrics, if best/ was chosen by another metric.
+
+    Values of different metrics cannot be compared, nor can Orbax rank a checkpoint by a metric it
+    was not saved with, so the best checkpoints are used only under the metric that chose them.
+    Every method about the best checkpoint checks this first; the latest checkpoints do not
+    depend on it.
+    """
+    if self._best_metric_checked:
+      return
+    for step in self.best.all_steps():
+      saved = self.best.metrics(step) or {}
+      if saved and self.best_metric not in saved:
+        raise ValueError(
+            f"{os.path.join(self.workdir, BEST_DIR)} holds the best checkpoint chosen by "
+            f"{', '.join(map(repr, sorted(saved)))} (step {step}), not by best_metric "
+            f"{self.best_metric!r}: open it with the best_metric and best_mode of the run that "
+            "saved it (train.best_metric and train.best_mode in its config.json), or use a new "
+            "work directory to select by another metric")
+    self._best_metric_checked = True
+
   def best_step(self) -> int | None:
+    self.check_best_metric()
     return self.best.best_step()
 
   def best_value(self) -> float | None:
     """The best metric value saved so far (None before the first best save)."""
-    step = self.best.best_step()
+    step = self.best_step()
     if step is None:
       return None
     meta = self.best.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
@@ -196,7 +220,7 @@ class Checkpoints:
 
   def restore_best_params(self, abstract_params, sharding) -> tuple[Any, dict[str, Any]]:
     """The best parameters and their metrics; FileNotFoundError when none was saved."""
-    step = self.best.best_step()
+    step = self.best_step()
     if step is None:
       raise FileNotFoundError(f"no best checkpoint in {os.path.join(self.workdir, BEST_DIR)}")
     stored = self.best.item_metadata(step)["params"]

@@ -273,6 +273,7 @@ def train(task: Task, config: Config, workdir: str, *,
 
   ckpts = Checkpoints(workdir, keep=tc.keep_checkpoints, best_metric=tc.best_metric,
                       best_mode=tc.best_mode)
+  ckpts.check_best_metric()  # a resumed run keeps its metric: checked before anything is written
   batches = task.train_batches()
   elapsed_before = 0.0
   if ckpts.latest_step() is not None:

@@ -413,6 +413,24 @@ def _train_with_missing_data(env):
     registry.unregister("toy_imdb")
 
 
+def _train_toy_over_a_best_of_another_metric(env):
+  """A best checkpoint chosen by dev/accuracy, then `train toy` selecting by dev/loss."""
+  ckpts = Checkpoints(env.tmp, best_metric="dev/accuracy", best_mode="max", asynchronous=False)
+  ckpts.save_best(4, {"w": np.ones(3, np.float32)}, {"dev/accuracy": 0.75, "dev/loss": 0.5})
+  ckpts.close()
+  return _cli(["train", "toy", "--workdir", env.tmp, "--set", "train.best_metric=dev/loss",
+               "--set", "train.best_mode=min"])
+
+
+def _nothing_trained(check: Callable[[Exit], None]) -> Callable[[Exit], None]:
+  """`check`, and the run wrote no config.json and no metrics.jsonl (its folders may exist)."""
+  def checked(result: Exit):
+    check(result)
+    for name in ("config.json", "metrics.jsonl"):
+      assert not os.path.exists(os.path.join(result.workdir, name)), name
+  return checked
+
+
 def _train_toy(env, *overrides):
   """`python -m experiments train toy` with overrides, in a new work directory."""
   argv = ["train", "toy", "--workdir", os.path.join(env.tmp, "run")]
@@ -439,6 +457,13 @@ CLI_CASES = [
                            "float32, the checkpoint has shape (13, 10) float32"),
          also="tests/experiments/test_trainer.py::"
          "test_checkpoint_of_another_model_config_names_the_parameter"),
+    Case("cli-resume-selecting-the-best-by-another-metric",
+         _train_toy_over_a_best_of_another_metric,
+         check=_nothing_trained(_fails_with(
+             1, "best holds the best checkpoint chosen by 'dev/accuracy' (step 4), not by "
+             "best_metric 'dev/loss'")),
+         also="tests/reliability/test_followups.py::"
+         "test_best_checkpoints_of_another_metric_are_refused_naming_both"),
     Case("cli-evaluate-a-folder-that-is-not-a-run",
          lambda env: _cli(["evaluate", "--workdir", env.tmp]),
          check=_fails_with(1, "config.json does not exist: is")),

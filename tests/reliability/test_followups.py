@@ -2,6 +2,7 @@
 listed as found and that is now fixed.
 
   * a raw-data path that does not exist is refused even when an earlier full build could be reused;
+  * best checkpoints chosen by one metric, opened under another, are a ValueError naming both;
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from __future__ import annotations
 import os
 import re
 
+import numpy as np
 import pytest
 
+from experiments.checkpoints import Checkpoints
 from pipelines import datasets
 from pipelines import tasks
 from pipelines.sources import SourceError
@@ -40,3 +43,39 @@ def test_a_missing_source_is_refused_although_a_full_build_exists(tmp_path):
       for split in datasets.SPLITS["fra_eng"]}
   assert sum(report.splits.values()) == 40 and min(report.splits.values()) > 0
   assert os.path.isdir(os.path.join(report.path, "tokenized"))
+
+
+def _best_by_accuracy(workdir) -> None:
+  """A best checkpoint of step 4 chosen by dev/accuracy (0.75, 'max'), as the toy run saves it."""
+  ckpts = Checkpoints(workdir, best_metric="dev/accuracy", best_mode="max", asynchronous=False)
+  assert ckpts.save_best(4, {"w": np.arange(5, dtype=np.float32)},
+                         {"dev/accuracy": 0.75, "dev/loss": 0.5})
+  ckpts.close()
+
+
+def test_best_checkpoints_of_another_metric_are_refused_naming_both(tmp_path):
+  _best_by_accuracy(tmp_path)
+  best_dir = re.escape(str(tmp_path / "best"))
+  for kwargs, asked in (({}, "dev/loss"), ({"best_metric": "dev/bleu"}, "dev/bleu")):
+    ckpts = Checkpoints(tmp_path, asynchronous=False, **kwargs)
+    try:
+      assert ckpts.latest_step() is None  # the latest checkpoints do not depend on the metric
+      for use in (ckpts.best_step, ckpts.best_value, ckpts.check_best_metric,
+                  lambda: ckpts.save_best(6, {"w": np.zeros(5, np.float32)},
+                                          {"dev/accuracy": 0.9, "dev/loss": 0.1, "dev/bleu": 3.0}),
+                  lambda: ckpts.restore_best_params({"w": np.zeros(5, np.float32)}, None)):
+        with pytest.raises(ValueError, match=(
+            rf"{best_dir} holds the best checkpoint chosen by 'dev/accuracy' \(step 4\), not by "
+            rf"best_metric '{asked}': open it with the best_metric and best_mode of the run")):
+          use()
+    finally:
+      ckpts.close()
+  # Nothing was saved by the refused calls; under the metric it was saved with, the run opens and
+  # its best checkpoint reads back.
+  ckpts = Checkpoints(tmp_path, best_metric="dev/accuracy", best_mode="max", asynchronous=False)
+  try:
+    assert ckpts.best.all_steps() == [4]
+    assert (ckpts.best_step(), ckpts.best_value()) == (4, 0.75)
+    assert not ckpts.is_better(0.5) and ckpts.is_better(0.8)
+  finally:
+    ckpts.close()
