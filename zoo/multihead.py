@@ -8,8 +8,10 @@ that function over heads and examples (`jax.vmap` for the parameter-free scores 
 head gets its own), and projects the heads back. Its parameters are laid out exactly like
 `flax.linen.MultiHeadDotProductAttention`, so a params tree moves between the two.
 
-With `implementation='fused'` the scaled-dot score runs through `jax.nn.dot_product_attention` (XLA,
-or cuDNN flash attention on GPU where dtype and shapes allow) instead of the explicit vmap.
+With `implementation='fused'` the scaled-dot score runs through `jax.nn.dot_product_attention`
+instead of the explicit vmap, on the back end `zoo.fast_paths.attention_backend` picks: cuDNN flash
+attention on a GPU where dtype and shapes allow (bfloat16/float16, Dh <= 128 and a multiple of 8,
+key padding given as `valid_lens` (B,) and no other mask), XLA otherwise.
 
 With `decode=True` the module keeps a key/value cache in the 'cache' collection for incremental
 decoding; see `MultiHeadAttention.__call__`.
@@ -26,6 +28,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from zoo import _checks
+from zoo import fast_paths
 from zoo import masking
 from zoo import scoring
 
@@ -118,7 +121,8 @@ class MultiHeadAttention(nn.Module):
     use_bias: whether the four projections have biases.
     dtype: the dtype of the computation.
     implementation: 'vmap' (the explicit per-head function) or 'fused'
-      (jax.nn.dot_product_attention; only for score='scaled_dot', no weights, no dropout).
+      (jax.nn.dot_product_attention, cuDNN on a GPU where it applies; only for
+      score='scaled_dot', no weights, no dropout).
     num_kv_heads: Hkv for grouped-query attention (default H): query heads h*G ... h*G + G - 1 with
       G = H // Hkv share key/value head h.
     score_features: the hidden size of the 'additive' and 'concat' scores (default Dh); must be
@@ -300,17 +304,20 @@ class MultiHeadAttention(nn.Module):
 
   def _fused(self, query, key, value, mask, valid_lens, lens_mask) -> jax.Array:
     """query (B, Q, H, Dh), key/value (B, K, Hkv, Dh), masks broadcastable to (B, H, Q, K)
-    -> (B, Q, H, Dh) via jax.nn.dot_product_attention."""
+    -> (B, Q, H, Dh) via jax.nn.dot_product_attention on the back end zoo.fast_paths picks."""
     combined = masking.combine_masks(mask, lens_mask)
     lens = None
     if valid_lens is not None and valid_lens.ndim == 1:
-      lens = valid_lens.astype(jnp.int32)  # key padding as lengths, which cuDNN takes natively
+      # Key padding as lengths, which cuDNN takes natively. A length of 0 is given to the kernel as
+      # 1 (such rows are zeroed below), so the cuDNN kernel (used only when no mask is passed) never
+      # sees a row with no key at all.
+      lens = jnp.maximum(valid_lens, 1).astype(jnp.int32)
     else:
       mask = combined
     if mask is not None:
       mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)  # rank 4, broadcasts to (B, H, Q, K)
-    out = jax.nn.dot_product_attention(query, key, value, mask=mask, key_value_seq_lengths=lens,
-                                       implementation=None)  # (B, Q, H, Dh)
+    out = fast_paths.dot_product_attention(query, key, value, mask=mask,
+                                           key_lens=lens)  # (B, Q, H, Dh)
     if combined is None:
       return out
     # The fused softmax averages the values for a query with no key to attend to; the zoo's

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import zoo
+from zoo import fast_paths
 from zoo import scoring
 
 B, Q, K, D, DKV, H = 3, 5, 7, 12, 10, 4
@@ -290,6 +291,28 @@ def test_argument_errors_name_the_argument_and_shapes():
   with pytest.raises(ValueError, match="only score='scaled_dot', got score='additive'"):
     zoo.MultiHeadAttention(num_heads=4, score="additive", implementation="fused").init(
         jax.random.key(0), inputs_q)
+
+
+def test_fused_path_asks_for_cudnn_where_it_applies(monkeypatch):
+  # No GPU here: record what zoo.fast_paths would pick on one for the arguments the fused path
+  # passes (benchmarks/gpu_checks.py compares the cuDNN result with the vmap path on a GPU).
+  on_gpu, real = [], fast_paths.attention_backend
+
+  def spy(query, key, value, *, mask=None, backend=None):
+    on_gpu.append(real(query, key, value, mask=mask, backend="gpu"))
+    return real(query, key, value, mask=mask, backend=backend)
+
+  monkeypatch.setattr(fast_paths, "attention_backend", spy)
+  x = jnp.zeros((B, Q, 16), jnp.bfloat16)
+  mha = zoo.MultiHeadAttention(2, dtype=jnp.bfloat16, implementation="fused")  # Dh = 8
+  variables = _variables(mha, x)
+  trace = lambda **kwargs: jax.eval_shape(lambda v: mha.apply(v, x, **kwargs), variables)
+  on_gpu.clear()  # _variables traced an init
+  trace(valid_lens=jnp.array([5, 0, 2]))  # key padding as lengths: cuDNN
+  trace(mask=zoo.causal_mask(Q))  # a dense mask: XLA
+  trace(valid_lens=jnp.ones((B, Q), jnp.int32))  # lengths per query row become a mask: XLA
+  assert on_gpu == ["cudnn", "xla", "xla"]
+  assert real(x[..., None], x[..., None], x[..., None]) == "xla"  # and on this CPU: XLA
 
 
 def test_constructor_takes_the_documented_positional_order():
