@@ -161,7 +161,9 @@ class _Score(nn.Module):
 
   # True for the scores that need Dq == Dk (callers can check early with better names).
   requires_equal_widths: ClassVar[bool] = False
-  score_fn = staticmethod(dot_score)  # the pure function; its arguments after (q, k) are params
+  # Set by each subclass: the pure score function; its arguments after (q, k) are the parameters
+  # that `_score_params` returns.
+  score_fn: ClassVar[Callable[..., jax.Array]]
 
   def _score_params(self, dq: int, dk: int) -> tuple[jax.Array, ...]:
     del dq, dk
@@ -196,6 +198,7 @@ class _Score(nn.Module):
 class DotScore(_Score):
   """Parameter-free dot-product score: q (..., Q, D), k (..., K, D) -> (..., Q, K)."""
   requires_equal_widths: ClassVar[bool] = True
+  score_fn = staticmethod(dot_score)
 
 
 class ScaledDotScore(_Score):
