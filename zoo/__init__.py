@@ -1,7 +1,30 @@
 """The attention zoo: attention mechanisms as pure functions and thin Flax linen modules.
 
 Shape letters: B batch, L length, Q queries, K keys/values, D width, H heads, Dh head width, V vocab.
-Masks are boolean, True = may attend.
+Masks are boolean, True = may attend; a row with nothing to attend to gets zero weights, never NaN.
+Each module's docstring has its math; everything below is importable from `zoo` directly.
+
+  masking         sequence_mask, masked_softmax (d2l's semantics), softmax_where, causal_mask,
+                  key_padding_mask, lengths_to_mask, combine_masks
+  scoring         scores of one example, (Q, Dq) x (K, Dk) -> (Q, K): dot_score, scaled_dot_score,
+                  additive_score, bilinear_score, concat_score; the modules holding their
+                  parameters, DotScore ... ConcatScore; make_score(name), SCORE_NAMES
+  attention       Attention: one head, any score by name, valid_lens or mask, dropout on weights
+  pooling         AttentionPooling (a learned query), masked_mean_pool
+  self_attention  SimpleSelfAttention (softmax(X X^T) X), SelfAttention (Q/K/V projections)
+  positional      sinusoidal_encoding(_at), SinusoidalPositionEncoding, LearnedPositionEmbedding
+  multihead       MultiHeadAttention: head_attention (one head, a pure function) vmapped over
+                  heads; flax's parameter layout, implementation='vmap'|'fused', num_kv_heads,
+                  key/value cache
+  transformer     PositionwiseFFN, EncoderBlock, DecoderBlock (post- or pre-norm),
+                  TransformerEncoder/TransformerDecoder stacks, Transformer (cached decode_step)
+  recurrent       LSTM, BiLSTM, LSTMLayer (per-example lengths), lstm_step, lstm_update,
+                  LSTMState, LSTMInit
+  seq2seq         RecurrentEncoder, BahdanauDecoder, LuongDecoder (input feeding), Seq2Seq,
+                  bahdanau_seq2seq, luong_seq2seq
+  search          greedy_search, beam_search over any step_fn(state, tokens) -> (logits, state);
+                  Decoded, Beams
+  fast_paths      GPU back ends (cuDNN LSTM, cuDNN attention choice); import zoo.fast_paths
 """
 
 from zoo.attention import Attention
@@ -46,6 +69,7 @@ from zoo.seq2seq import Seq2Seq
 from zoo.seq2seq import bahdanau_seq2seq
 from zoo.seq2seq import luong_seq2seq
 from zoo.multihead import MultiHeadAttention
+from zoo.multihead import head_attention
 from zoo.search import Beams
 from zoo.search import Decoded
 from zoo.search import beam_search

@@ -118,6 +118,16 @@ def test_fused_equals_vmap_with_masks_lengths_and_empty_rows():
   np.testing.assert_allclose(out[0], np.broadcast_to(variables["params"]["out"]["bias"], (Q, D_OUT)))
 
 
+def test_one_head_is_a_pure_function_equal_to_single_head_attention():
+  rng = np.random.default_rng(4)
+  q, k, v = (jnp.asarray(rng.normal(size=s), jnp.float32) for s in [(Q, 6), (K, 6), (K, 3)])
+  mask = jnp.asarray(rng.random((Q, K)) < 0.5).at[:, 1].set(True)
+  out, weights = jax.jit(functools.partial(zoo.head_attention, zoo.scaled_dot_score))(q, k, v, mask)
+  context, expected = zoo.Attention().apply({}, q[None], k[None], v[None], mask=mask[None])
+  np.testing.assert_allclose(weights, expected[0], rtol=1e-6)
+  np.testing.assert_allclose(out, context[0], rtol=1e-5, atol=1e-6)
+
+
 def _repeat_kv_heads(params, groups):
   """Turns grouped-query params (Hkv key/value heads) into plain MHA params with H heads."""
   params = jax.tree.map(lambda x: x, params)  # a copy to edit
