@@ -49,6 +49,26 @@ def _format(value: float) -> str:
   return f"{value:.4f}"
 
 
+def _summary_writer_class():
+  """tensorboardX's SummaryWriter, imported (on first use) without importing torch.
+
+  tensorboardX's writer module imports torch whenever it is installed, only to name torch.Tensor
+  in type hints; that costs about 2 s of CPU at every start, and scalars never need it. Unless
+  torch is loaded already, it is hidden during that one import (`sys.modules['torch'] = None`
+  makes `import torch` fail, so tensorboardX takes its numpy-only path) and unhidden right after,
+  so later imports of torch work as usual.
+  """
+  if "tensorboardX" not in sys.modules and "torch" not in sys.modules:
+    sys.modules["torch"] = None
+    try:
+      import tensorboardX  # pylint: disable=g-import-not-at-top,unused-import
+    finally:
+      if sys.modules.get("torch", 0) is None:
+        del sys.modules["torch"]
+  from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+  return SummaryWriter
+
+
 class MetricsLogger:
   """Writes metrics to the console, metrics.jsonl and TensorBoard.
 
@@ -75,9 +95,8 @@ class MetricsLogger:
     self._file = open(self.path, "a", encoding="utf-8")
     self._writer = None
     if tensorboard:
-      from tensorboardX import SummaryWriter  # imported lazily: it is slow to import
-      self._writer = SummaryWriter(os.path.join(workdir, TENSORBOARD_DIR),
-                                   purge_step=start_step + 1 if start_step else None)
+      self._writer = _summary_writer_class()(os.path.join(workdir, TENSORBOARD_DIR),
+                                             purge_step=start_step + 1 if start_step else None)
 
   def write(self, step: int, split: str, metrics: Mapping[str, float], epoch: float | None = None,
             echo: bool = True) -> dict[str, Any]:

@@ -3,12 +3,16 @@ listed as found and that is now fixed.
 
   * a raw-data path that does not exist is refused even when an earlier full build could be reused;
   * best checkpoints chosen by one metric, opened under another, are a ValueError naming both;
+  * TensorBoard logging does not import torch (tensorboardX would, for about 2 s of CPU per run).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -79,3 +83,44 @@ def test_best_checkpoints_of_another_metric_are_refused_naming_both(tmp_path):
     assert not ckpts.is_better(0.5) and ckpts.is_better(0.8)
   finally:
     ckpts.close()
+
+
+# Run in a fresh interpreter whose `torch` is a stand-in (so the test means the same whether or not
+# the real torch is installed): logs a few metrics, reads the event files back, and reports whether
+# torch was imported for it and whether it can still be imported afterwards.
+_LOG_AND_READ_BACK = r"""
+import glob, json, os, struct, sys
+from experiments import metrics_log
+workdir = sys.argv[1]
+logger = metrics_log.MetricsLogger(workdir, console=lambda line: None)
+logger.write(3, "train", {"loss": 0.25, "accuracy": 0.5})
+logger.write(5, "dev", {"loss": 0.125})
+logger.close()
+imported = "torch" in sys.modules
+import torch
+from tensorboardX.proto import event_pb2
+scalars = []
+for path in glob.glob(os.path.join(workdir, metrics_log.TENSORBOARD_DIR, "events.out.tfevents.*")):
+  with open(path, "rb") as f:
+    data = f.read()
+  while data:  # TFRecord: length (8 bytes), its CRC (4), the Event, the Event's CRC (4)
+    (n,) = struct.unpack("<Q", data[:8])
+    event = event_pb2.Event.FromString(data[12:12 + n])
+    data = data[16 + n:]
+    scalars += [[event.step, v.tag, v.simple_value] for v in event.summary.value]
+print(json.dumps({"imported": imported, "stand_in": torch.STAND_IN, "scalars": sorted(scalars)}))
+"""
+
+
+def test_tensorboard_logging_does_not_import_torch(tmp_path):
+  stand_in = tmp_path / "site" / "torch"
+  stand_in.mkdir(parents=True)
+  (stand_in / "__init__.py").write_text("STAND_IN = True\nTensor = type('Tensor', (), {})\n")
+  path = os.pathsep.join(p for p in (str(tmp_path / "site"), os.environ.get("PYTHONPATH")) if p)
+  done = subprocess.run([sys.executable, "-c", _LOG_AND_READ_BACK, str(tmp_path / "run")],
+                        env=dict(os.environ, PYTHONPATH=path, JAX_PLATFORMS="cpu"),
+                        capture_output=True, text=True, timeout=120, check=False)
+  assert done.returncode == 0, done.stderr
+  report = json.loads(done.stdout.splitlines()[-1])
+  assert report == {"imported": False, "stand_in": True, "scalars": [
+      [3, "train/accuracy", 0.5], [3, "train/loss", 0.25], [5, "dev/loss", 0.125]]}
