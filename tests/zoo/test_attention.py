@@ -5,29 +5,23 @@ import numpy as np
 import pytest
 
 import zoo
+from _helpers import np_lengths_mask
+from _helpers import np_masked_softmax
+from _helpers import rand
 
 B, Q, K, DQ, DK, DV = 3, 5, 7, 6, 4, 9
 
 
-def _rand(seed, *shape):
-  return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
 def _np_masked_attention(scores, values, mask):
   """Reference in float64: softmax over the allowed keys, zero rows where nothing is allowed."""
-  scores = np.where(mask, scores.astype(np.float64), -np.inf)
-  row_max = np.max(scores, axis=-1, keepdims=True)
-  exp = np.where(mask, np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0)), 0.0)
-  total = exp.sum(-1, keepdims=True)
-  weights = np.divide(exp, total, out=np.zeros_like(exp), where=total > 0)
+  weights = np_masked_softmax(scores, mask)
   return weights @ values, weights
 
 
 def _np_lengths_mask(valid_lens, num_queries, num_keys):
   lens = np.asarray(valid_lens)
   lens = lens[:, None] if lens.ndim == 1 else lens  # (B, 1) or (B, Q)
-  return np.broadcast_to(np.arange(num_keys) < lens[..., None], (lens.shape[0], num_queries,
-                                                                 num_keys))
+  return np.broadcast_to(np_lengths_mask(lens, num_keys), (lens.shape[0], num_queries, num_keys))
 
 
 @pytest.mark.parametrize("score", zoo.SCORE_NAMES)
@@ -45,9 +39,9 @@ def test_d2l_worked_example_for_every_score(score):
 
 
 def test_scaled_dot_matches_numpy_with_per_row_lengths_and_mask():
-  queries, keys, values = _rand(0, B, Q, DK), _rand(1, B, K, DK), _rand(2, B, K, DV)
+  queries, keys, values = rand(0, B, Q, DK), rand(1, B, K, DK), rand(2, B, K, DV)
   valid_lens = np.array([[7, 1, 3, 0, 5], [2, 2, 2, 2, 2], [4, 6, 7, 7, 1]], np.int32)
-  mask = _rand(3, 1, Q, K) > -0.8  # broadcast over the batch
+  mask = rand(3, 1, Q, K) > -0.8  # broadcast over the batch
   attention = zoo.Attention()
   context, weights = attention.apply({}, queries, keys, values, valid_lens, mask=mask)
   scores = np.einsum("bqd,bkd->bqk", queries, keys) / np.sqrt(DK)
@@ -59,7 +53,7 @@ def test_scaled_dot_matches_numpy_with_per_row_lengths_and_mask():
 
 
 def test_additive_matches_numpy_with_per_example_lengths():
-  queries, keys, values = _rand(4, B, Q, DQ), _rand(5, B, K, DK), _rand(6, B, K, DV)
+  queries, keys, values = rand(4, B, Q, DQ), rand(5, B, K, DK), rand(6, B, K, DV)
   valid_lens = np.array([3, 7, 1], np.int32)
   attention = zoo.Attention(score="additive", score_features=8)
   variables = attention.init(jax.random.key(1), queries, keys, values, valid_lens)
@@ -74,7 +68,7 @@ def test_additive_matches_numpy_with_per_example_lengths():
 
 
 def test_lengths_shapes_and_mask_agree():
-  queries, keys, values = _rand(7, B, Q, DK), _rand(8, B, K, DK), _rand(9, B, K, DV)
+  queries, keys, values = rand(7, B, Q, DK), rand(8, B, K, DK), rand(9, B, K, DV)
   lens = jnp.array([2, 7, 4])
   attention = zoo.Attention(score="dot")
   per_example = attention.apply({}, queries, keys, values, lens)
@@ -86,7 +80,7 @@ def test_lengths_shapes_and_mask_agree():
 
 def test_jit_grad_and_no_retrace():
   attention = zoo.Attention(score="bilinear")
-  queries, keys, values = _rand(10, B, Q, DQ), _rand(11, B, K, DK), _rand(12, B, K, DV)
+  queries, keys, values = rand(10, B, Q, DQ), rand(11, B, K, DK), rand(12, B, K, DV)
   variables = attention.init(jax.random.key(2), queries, keys, values)
 
   @jax.jit
@@ -106,7 +100,7 @@ def test_jit_grad_and_no_retrace():
 
 
 def test_bfloat16_and_fully_masked_rows_give_zeros_and_finite_gradients():
-  queries, keys, values = _rand(13, B, Q, DQ), _rand(14, B, K, DK), _rand(15, B, K, DV)
+  queries, keys, values = rand(13, B, Q, DQ), rand(14, B, K, DK), rand(15, B, K, DV)
   lens = jnp.array([0, 7, 3])  # example 0 has no key to attend to
   attention16 = zoo.Attention(score="concat", dtype=jnp.bfloat16)
   attention32 = zoo.Attention(score="concat")
@@ -136,7 +130,7 @@ def test_bfloat16_and_fully_masked_rows_give_zeros_and_finite_gradients():
 
 def test_dropout_only_when_not_deterministic():
   # With one-hot values the context IS the weights after dropout, so dropout can be read off.
-  queries, keys = _rand(16, B, Q, DK), _rand(17, B, K, DK)
+  queries, keys = rand(16, B, Q, DK), rand(17, B, K, DK)
   values = jnp.tile(jnp.eye(K), (B, 1, 1))
   attention = zoo.Attention(dropout_rate=0.5)
   plain_context, plain_weights = zoo.Attention().apply({}, queries, keys, values)
@@ -154,7 +148,7 @@ def test_dropout_only_when_not_deterministic():
 
 def test_jax_vmap_over_apply():
   attention = zoo.Attention(score="additive")
-  queries, keys, values = _rand(19, 2, B, Q, DQ), _rand(20, 2, B, K, DK), _rand(21, 2, B, K, DV)
+  queries, keys, values = rand(19, 2, B, Q, DQ), rand(20, 2, B, K, DK), rand(21, 2, B, K, DV)
   variables = attention.init(jax.random.key(5), queries[0], keys[0], values[0])
   mapped, _ = jax.vmap(attention.apply, in_axes=(None, 0, 0, 0))(variables, queries, keys, values)
   np.testing.assert_allclose(mapped[1], attention.apply(variables, queries[1], keys[1], values[1])[0],

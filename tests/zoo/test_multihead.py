@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import zoo
+from _helpers import random_variables
+from _helpers import rbg_key
 from zoo import fast_paths
 from zoo import scoring
 
@@ -27,23 +29,9 @@ def _inputs(seed=0, q_len=Q, k_len=K):
   return inputs_q, inputs_kv, jnp.asarray(mask)
 
 
-def _variables(module, *args, seed=0, **kwargs):
-  """module.init's variables without running its initializers (slow to compile on CPU): random
-  numpy params, zero caches."""
-  rng = np.random.default_rng(seed)
-  shapes = jax.eval_shape(lambda: module.init(jax.random.key(0), *args, **kwargs))
-  draw = lambda s: jnp.asarray(rng.normal(size=s.shape) * 0.5, s.dtype)
-  return {name: jax.tree.map(draw if name == "params" else lambda s: jnp.zeros(s.shape, s.dtype),
-                             tree) for name, tree in shapes.items()}
-
-
 def _jit_apply(module, **fixed):
   """module.apply under jax.jit, with the keyword arguments `fixed` (flags) held static."""
   return jax.jit(functools.partial(module.apply, **fixed))
-
-
-def _rbg_key(seed):
-  return jax.random.key(seed, impl="rbg")  # compiles much faster than threefry on CPU
 
 
 def _flax_mha(**kwargs):
@@ -62,8 +50,8 @@ def test_params_move_between_flax_and_zoo_and_outputs_agree(implementation):
   flax_mask = jnp.logical_and(mask, zoo.key_padding_mask(valid_lens, K))
   flax_mha = _flax_mha(dropout_rate=0.3)
   ours = _zoo_mha(dropout_rate=0.3, implementation=implementation)
-  flax_vars = _variables(flax_mha, inputs_q, inputs_kv, seed=1, deterministic=True)
-  zoo_vars = _variables(ours, inputs_q, inputs_kv, seed=2, mask=mask, valid_lens=valid_lens)
+  flax_vars = random_variables(flax_mha, inputs_q, inputs_kv, seed=1, deterministic=True)
+  zoo_vars = random_variables(ours, inputs_q, inputs_kv, seed=2, mask=mask, valid_lens=valid_lens)
   chex.assert_trees_all_equal_shapes_and_dtypes(flax_vars, zoo_vars)
   flax_apply = _jit_apply(flax_mha, deterministic=True)
   zoo_apply = _jit_apply(ours, deterministic=True)
@@ -76,7 +64,7 @@ def test_params_move_between_flax_and_zoo_and_outputs_agree(implementation):
 
 def test_weights_equal_flax_sown_weights():
   inputs_q, inputs_kv, mask = _inputs(seed=3)
-  variables = _variables(_flax_mha(), inputs_q, inputs_kv)
+  variables = random_variables(_flax_mha(), inputs_q, inputs_kv)
   _, state = _jit_apply(_flax_mha(), sow_weights=True, mutable=["intermediates"])(
       variables, inputs_q, inputs_kv, mask=mask)
   (expected,) = state["intermediates"]["attention_weights"]
@@ -99,7 +87,7 @@ def test_fused_equals_vmap_with_masks_lengths_and_empty_rows():
   per_row_lens = jnp.array([[1, 2, 3, 4, 5], [7, 6, 0, 4, 3], [2, 2, 7, 7, 1]])
   vmap_mha = _zoo_mha()
   fused_mha = _zoo_mha(implementation="fused")
-  variables = _variables(vmap_mha, inputs_q, inputs_kv)
+  variables = random_variables(vmap_mha, inputs_q, inputs_kv)
   cases = (dict(mask=mask), dict(valid_lens=valid_lens), dict(valid_lens=per_row_lens),
            dict(mask=mask, valid_lens=valid_lens), dict())
 
@@ -142,7 +130,7 @@ def test_grouped_query_attention_equals_repeated_kv_heads(implementation):
   inputs_q, inputs_kv, mask = _inputs(seed=7)
   gqa = zoo.MultiHeadAttention(num_heads=6, qkv_features=18, num_kv_heads=2,
                                implementation=implementation)
-  variables = _variables(gqa, inputs_q, inputs_kv)
+  variables = random_variables(gqa, inputs_q, inputs_kv)
   assert variables["params"]["key"]["kernel"].shape == (DKV, 2, 3)
   assert variables["params"]["value"]["bias"].shape == (2, 3)
   assert variables["params"]["query"]["kernel"].shape == (D, 6, 3)
@@ -172,7 +160,7 @@ def _reference_with_score(params, inputs_q, inputs_kv, mask, head_score):
 def test_other_scores_have_per_head_parameters_and_match_a_loop_over_heads(score):
   inputs_q, inputs_kv, mask = _inputs(seed=9)
   mha = _zoo_mha(score=score)
-  variables = _variables(mha, inputs_q, inputs_kv)
+  variables = random_variables(mha, inputs_q, inputs_kv)
   params = variables["params"]
   pure = {"dot": scoring.dot_score, "additive": scoring.additive_score,
           "bilinear": scoring.bilinear_score, "concat": scoring.concat_score}[score]
@@ -195,7 +183,7 @@ def test_score_parameters_are_initialized_apart_per_head():
   inputs_q, inputs_kv, _ = _inputs()
   # A plain normal init compiles faster than the default truncated normal.
   mha = _zoo_mha(score="concat", kernel_init=nn.initializers.normal(0.5))
-  params = jax.jit(mha.init)(_rbg_key(10), inputs_q, inputs_kv)["params"]["score"]
+  params = jax.jit(mha.init)(rbg_key(10), inputs_q, inputs_kv)["params"]["score"]
   assert params["w"].shape == (H, 2 * QKV // H, QKV // H) and params["v"].shape == (H, QKV // H)
   for leaf in jax.tree.leaves(params):
     assert not np.allclose(leaf[0], leaf[1]) and not np.allclose(leaf[1], leaf[3])
@@ -203,7 +191,8 @@ def test_score_parameters_are_initialized_apart_per_head():
 
 def test_score_features_sets_the_hidden_size():
   inputs_q, inputs_kv, _ = _inputs()
-  params = _variables(_zoo_mha(score="additive", score_features=5), inputs_q, inputs_kv)["params"]
+  mha = _zoo_mha(score="additive", score_features=5)
+  params = random_variables(mha, inputs_q, inputs_kv)["params"]
   assert params["score"]["w_q"].shape == (H, QKV // H, 5)
   assert params["score"]["v"].shape == (H, 5)
 
@@ -211,14 +200,14 @@ def test_score_features_sets_the_hidden_size():
 def test_dropout_on_weights():
   inputs_q, inputs_kv, mask = _inputs(seed=11)
   mha = _zoo_mha(dropout_rate=0.5)
-  variables = _variables(mha, inputs_q, inputs_kv)
+  variables = random_variables(mha, inputs_q, inputs_kv)
   apply = _jit_apply(mha, return_weights=True, deterministic=False)
   quiet, quiet_weights = _jit_apply(mha, return_weights=True)(variables, inputs_q, inputs_kv,
                                                               mask=mask)
   noisy, weights = apply(variables, inputs_q, inputs_kv, mask=mask,
-                         rngs={"dropout": _rbg_key(13)})
-  again, _ = apply(variables, inputs_q, inputs_kv, mask=mask, rngs={"dropout": _rbg_key(13)})
-  other, _ = apply(variables, inputs_q, inputs_kv, mask=mask, rngs={"dropout": _rbg_key(14)})
+                         rngs={"dropout": rbg_key(13)})
+  again, _ = apply(variables, inputs_q, inputs_kv, mask=mask, rngs={"dropout": rbg_key(13)})
+  other, _ = apply(variables, inputs_q, inputs_kv, mask=mask, rngs={"dropout": rbg_key(14)})
   np.testing.assert_array_equal(noisy, again)
   assert not np.allclose(noisy, quiet) and not np.allclose(noisy, other)
   np.testing.assert_array_equal(weights, quiet_weights)  # returned weights are before dropout
@@ -236,7 +225,7 @@ def test_cached_decoding_equals_causal_self_attention(implementation):
   x = _self_attention_case(13, length)
   valid_lens = jnp.array([7, 4, 6])
   mha = zoo.MultiHeadAttention(num_heads=4, num_kv_heads=2, implementation=implementation)
-  variables = _variables(mha, x, decode=True)
+  variables = random_variables(mha, x, decode=True)
   cache = variables["cache"]
   assert cache["cached_key"].shape == (B, length, 2, 3)
   assert cache["cached_value"].shape == (B, length, 2, 3)
@@ -259,7 +248,7 @@ def test_cached_decoding_equals_causal_self_attention(implementation):
 def test_decoding_a_chunk_longer_than_the_cache_is_an_error():
   x = _self_attention_case(15, 4)
   mha = zoo.MultiHeadAttention(num_heads=2)
-  variables = _variables(mha, x, decode=True)
+  variables = random_variables(mha, x, decode=True)
   with pytest.raises(ValueError, match="max_len"):
     mha.apply(variables, jnp.zeros((B, 5, D)), decode=True, mutable=["cache"])
   with pytest.raises(ValueError, match="max_len"):
@@ -269,7 +258,7 @@ def test_decoding_a_chunk_longer_than_the_cache_is_an_error():
 def test_argument_errors_name_the_argument_and_shapes():
   inputs_q, inputs_kv, mask = _inputs()
   mha = _zoo_mha()
-  variables = _variables(mha, inputs_q, inputs_kv)
+  variables = random_variables(mha, inputs_q, inputs_kv)
   apply = lambda *args, **kwargs: mha.apply(variables, *args, **kwargs)
   with pytest.raises(ValueError, match=r"inputs_q: expected an array of rank 3.*\(5, 12\)"):
     apply(inputs_q[0])
@@ -315,7 +304,7 @@ def test_fused_path_asks_for_cudnn_where_it_applies(monkeypatch):
   monkeypatch.setattr(fast_paths, "attention_backend", spy)
   x = jnp.zeros((B, Q, 16), jnp.bfloat16)
   mha = zoo.MultiHeadAttention(2, dtype=jnp.bfloat16, implementation="fused")  # Dh = 8
-  variables = _variables(mha, x)
+  variables = random_variables(mha, x)
   trace = lambda **kwargs: jax.eval_shape(lambda v: mha.apply(v, x, **kwargs), variables)
   on_gpu.clear()  # _variables traced an init
   trace(valid_lens=jnp.array([5, 0, 2]))  # key padding as lengths: cuDNN
@@ -335,7 +324,7 @@ def test_constructor_takes_the_documented_positional_order():
 def test_fused_refuses_weights_and_dropout():
   inputs_q, inputs_kv, _ = _inputs()
   fused = _zoo_mha(implementation="fused", dropout_rate=0.1)
-  variables = _variables(fused, inputs_q, inputs_kv)
+  variables = random_variables(fused, inputs_q, inputs_kv)
   with pytest.raises(ValueError, match="return_weights=True: implementation='fused'"):
     fused.apply(variables, inputs_q, inputs_kv, return_weights=True)
   with pytest.raises(ValueError, match="no attention dropout"):
@@ -347,7 +336,7 @@ def test_fused_refuses_weights_and_dropout():
 def test_jit_no_retrace_grad_and_batching(implementation):
   inputs_q, inputs_kv, mask = _inputs(seed=16)
   mha = _zoo_mha(implementation=implementation)
-  variables = _variables(mha, inputs_q, inputs_kv)
+  variables = random_variables(mha, inputs_q, inputs_kv)
   lens = jnp.array([3, 7, 5])
   chex.clear_trace_counter()
 
@@ -378,7 +367,7 @@ def test_bfloat16_compute_float32_params_and_empty_rows_finite(implementation):
   inputs_q, inputs_kv, mask, valid_lens = _fully_masked_case()
   f32 = _zoo_mha(implementation=implementation)
   bf16 = _zoo_mha(implementation=implementation, dtype=jnp.bfloat16)
-  variables = _variables(bf16, inputs_q, inputs_kv)
+  variables = random_variables(bf16, inputs_q, inputs_kv)
   assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(variables))
   apply = lambda mha, v: mha.apply(v, inputs_q, inputs_kv, mask=mask, valid_lens=valid_lens)
 

@@ -5,26 +5,21 @@ import numpy as np
 import pytest
 
 import zoo
+from _helpers import np_lengths_mask
+from _helpers import np_masked_softmax
+from _helpers import rand
 
 B, L, D, A = 3, 7, 5, 4
 
 
-def _rand(seed, *shape):
-  return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
 def _np_pool(scores, x, valid_lens):
   """Reference: softmax of scores (B, L) over the valid steps, then the weighted sum of x."""
-  weights = np.zeros(scores.shape)
-  for b, n in enumerate(valid_lens):
-    if n:
-      e = np.exp(scores[b, :n] - scores[b, :n].max())
-      weights[b, :n] = e / e.sum()
+  weights = np_masked_softmax(scores, np_lengths_mask(valid_lens, L))
   return np.einsum("bl,bld->bd", weights, x), weights
 
 
 def test_additive_pooling_is_nndl_formula():
-  x, lens = _rand(0, B, L, D), np.array([7, 2, 4], np.int32)
+  x, lens = rand(0, B, L, D), np.array([7, 2, 4], np.int32)
   pool = zoo.AttentionPooling(features=A)
   variables = pool.init(jax.random.key(0), x, lens)
   p = jax.tree.map(np.asarray, variables["params"])
@@ -37,7 +32,7 @@ def test_additive_pooling_is_nndl_formula():
 
 
 def test_dot_pooling_is_x_times_query_and_ignores_padding():
-  x, lens = _rand(1, B, L, D), np.array([1, 6, 0], np.int32)
+  x, lens = rand(1, B, L, D), np.array([1, 6, 0], np.int32)
   pool = zoo.AttentionPooling(score="dot")
   variables = pool.init(jax.random.key(1), x, lens)
   query = np.asarray(variables["params"]["query"][0])
@@ -55,7 +50,7 @@ def test_dot_pooling_is_x_times_query_and_ignores_padding():
 
 @pytest.mark.parametrize("score", ["scaled_dot", "bilinear", "concat"])
 def test_other_scores_pool_with_valid_weights(score):
-  x, lens = _rand(2, B, L, D), jnp.array([3, 7, 5])
+  x, lens = rand(2, B, L, D), jnp.array([3, 7, 5])
   pool = zoo.AttentionPooling(score=score)
   variables = pool.init(jax.random.key(2), x, lens)
   context, weights = pool.apply(variables, x, lens)
@@ -68,7 +63,7 @@ def test_other_scores_pool_with_valid_weights(score):
 
 
 def test_pooling_jit_grad_bfloat16_and_vmap():
-  x, lens = _rand(3, B, L, D), jnp.array([3, 7, 0])
+  x, lens = rand(3, B, L, D), jnp.array([3, 7, 0])
   pool16 = zoo.AttentionPooling(dtype=jnp.bfloat16)
   variables = pool16.init(jax.random.key(3), x, lens)
   assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(variables))

@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 import zoo
+from _helpers import np_lstm_cell
+from _helpers import random_variables
 from zoo import recurrent
 
 B, L, D, H = 3, 7, 5, 4
@@ -12,18 +14,11 @@ LENGTHS = np.array([7, 4, 1], np.int32)
 RNG = np.random.default_rng(0)  # numpy test data: no compilation per random array
 
 
-def _sigmoid(x):
-  return 1.0 / (1.0 + np.exp(-x))
-
-
 def _numpy_lstm(x, w_ih, b, w_hh, h, c):
-  """The LSTM equations written out on one unbatched sequence x (T, D); gate order i, f, g, o."""
+  """The LSTM equations on one unbatched sequence x (T, D); gate order i, f, g, o."""
   outputs = []
   for x_t in x:
-    z = x_t @ w_ih + b + h @ w_hh
-    i, f, g, o = z[:H], z[H:2 * H], z[2 * H:3 * H], z[3 * H:]
-    c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-    h = _sigmoid(o) * np.tanh(c)
+    h, c = np_lstm_cell(x_t @ w_ih + b + h @ w_hh, c)
     outputs.append(h)
   return np.stack(outputs), h, c
 
@@ -94,12 +89,10 @@ def test_bilstm_with_lengths_equals_each_example_run_alone(bilstm, bilstm_output
 
 @pytest.fixture(scope="module")
 def lstm():
-  """A forward-only 2-layer LSTM with random variables (shapes from eval_shape: no compilation)."""
+  """A forward-only 2-layer LSTM with random variables (no initializer compiled)."""
   model = zoo.LSTM(H, num_layers=2)
   x = _normal(B, L, D)
-  shapes = jax.eval_shape(model.init, jax.random.key(0), x)
-  variables = jax.tree.map(lambda s: _normal(*s.shape, scale=0.5), shapes)
-  return model, variables, x
+  return model, random_variables(model, x, seed=1), x
 
 
 def test_parameter_layout(lstm):

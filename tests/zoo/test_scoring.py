@@ -5,13 +5,10 @@ import numpy as np
 import pytest
 
 import zoo
+from _helpers import rand
 from zoo import scoring
 
 Q, K, DQ, DK, A = 5, 7, 6, 4, 3
-
-
-def _rand(seed, *shape):
-  return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
 def _np_additive(q, k, w_q, w_k, v):
@@ -23,8 +20,8 @@ def _np_additive(q, k, w_q, w_k, v):
 
 
 def test_pure_scores_match_numpy():
-  q, k, q_same = _rand(0, Q, DQ), _rand(1, K, DK), _rand(2, Q, DK)
-  w_q, w_k, v, w = _rand(3, DQ, A), _rand(4, DK, A), _rand(5, A), _rand(6, DQ, DK)
+  q, k, q_same = rand(0, Q, DQ), rand(1, K, DK), rand(2, Q, DK)
+  w_q, w_k, v, w = rand(3, DQ, A), rand(4, DK, A), rand(5, A), rand(6, DQ, DK)
   dot = np.einsum("qd,kd->qk", q_same.astype(np.float64), k)
   np.testing.assert_allclose(zoo.dot_score(q_same, k), dot, rtol=1e-5)
   np.testing.assert_allclose(zoo.scaled_dot_score(q_same, k), dot / 2.0, rtol=1e-5)  # sqrt(4)
@@ -32,7 +29,7 @@ def test_pure_scores_match_numpy():
                              _np_additive(q, k, w_q, w_k, v), rtol=1e-5, atol=1e-6)
   bilinear = [[q[i] @ w @ k[j] for j in range(K)] for i in range(Q)]
   np.testing.assert_allclose(zoo.bilinear_score(q, k, w), bilinear, rtol=1e-5, atol=1e-5)
-  w_cat = _rand(7, DQ + DK, A)
+  w_cat = rand(7, DQ + DK, A)
   concat = [[v @ np.tanh(w_cat.T @ np.concatenate([q[i], k[j]])) for j in range(K)]
             for i in range(Q)]
   np.testing.assert_allclose(zoo.concat_score(q, k, w_cat, v), concat, rtol=1e-5, atol=1e-6)
@@ -50,7 +47,7 @@ def test_pure_scores_reject_bad_shapes():
 @pytest.mark.parametrize("name", zoo.SCORE_NAMES)
 def test_modules_map_leading_axes_with_shared_parameters(name):
   dq = DK if name in ("dot", "scaled_dot") else DQ
-  q, k = _rand(10, 2, 3, Q, dq), _rand(11, 2, 3, K, DK)
+  q, k = rand(10, 2, 3, Q, dq), rand(11, 2, 3, K, DK)
   module = zoo.make_score(name)
   variables = module.init(jax.random.key(0), q, k)
   scores = module.apply(variables, q, k)
@@ -80,7 +77,7 @@ def test_module_parameters_shapes_and_names():
 
 
 def test_module_uses_the_pure_function_with_its_parameters():
-  q, k = _rand(12, Q, DQ), _rand(13, K, DK)
+  q, k = rand(12, Q, DQ), rand(13, K, DK)
   module = zoo.ConcatScore(features=A)
   variables = module.init(jax.random.key(1), q, k)
   p = variables["params"]
@@ -93,7 +90,7 @@ def test_nn_vmap_over_heads_gives_each_head_its_own_parameters(name):
   heads = 4
   multi = nn.vmap(scoring.score_class(name), in_axes=0, out_axes=0,
                   variable_axes={"params": 0}, split_rngs={"params": True})()
-  q, k = _rand(20, heads, Q, DQ), _rand(21, heads, K, DK)
+  q, k = rand(20, heads, Q, DQ), rand(21, heads, K, DK)
   variables = multi.init(jax.random.key(2), q, k)
   leaves = jax.tree.leaves(variables)
   assert all(leaf.shape[0] == heads for leaf in leaves)
@@ -130,7 +127,7 @@ def test_modules_reject_bad_inputs():
 
 @pytest.mark.parametrize("name", ["additive", "concat"])
 def test_bfloat16_computation_float32_storage_and_grad_under_jit(name):
-  q, k = _rand(30, 3, Q, DQ), _rand(31, 3, K, DK)
+  q, k = rand(30, 3, Q, DQ), rand(31, 3, K, DK)
   module32 = zoo.make_score(name, features=A)
   module16 = zoo.make_score(name, features=A, dtype=jnp.bfloat16)
   variables = module16.init(jax.random.key(3), q, k)
@@ -146,7 +143,7 @@ def test_bfloat16_computation_float32_storage_and_grad_under_jit(name):
 
 
 def test_jax_vmap_over_module_apply():
-  q, k = _rand(40, 2, 3, Q, DQ), _rand(41, 2, 3, K, DK)
+  q, k = rand(40, 2, 3, Q, DQ), rand(41, 2, 3, K, DK)
   module = zoo.BilinearScore()
   variables = module.init(jax.random.key(4), q, k)
   mapped = jax.vmap(module.apply, in_axes=(None, 0, 0))(variables, q, k)

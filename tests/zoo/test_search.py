@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import zoo
+from _helpers import random_variables
 
 PAD, BOS, EOS = 0, 2, 3
 V = 5  # tokens 0..4; the models may emit any of them, pad and bos included
@@ -467,15 +468,6 @@ def test_the_loop_stops_when_every_row_is_finished():
   assert len(calls) == 2
 
 
-def _random_variables(model, seed, *args):
-  """Variables of `model` drawn from a normal distribution (model.init would compile its
-  initializers, the orthogonal one among them, which costs seconds on CPU)."""
-  shapes = jax.eval_shape(model.init, jax.random.key(0), *args)
-  leaves, treedef = jax.tree.flatten(shapes)
-  rng = np.random.default_rng(seed)
-  return treedef.unflatten([(0.5 * rng.standard_normal(x.shape)).astype(x.dtype) for x in leaves])
-
-
 SRC_VOCAB, TGT_VOCAB, DECODE_LEN = 11, 13, 6
 
 
@@ -540,7 +532,7 @@ def test_search_drives_the_zoo_decoders(name):
       "luong": lambda: _seq2seq_decoder("luong_seq2seq", 1, src, src_lens),
       "transformer": lambda: _transformer_decoder(src, src_lens),
   }[name]()
-  variables = _random_variables(decoder.model, 2, *decoder.init_args)
+  variables = random_variables(decoder.model, *decoder.init_args, seed=2)
   exact_lens = np.array([3, DECODE_LEN, 1], np.int32)
 
   @functools.partial(jax.jit, compiler_options=FAST_COMPILE)

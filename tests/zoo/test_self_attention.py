@@ -5,29 +5,23 @@ import numpy as np
 import pytest
 
 import zoo
+from _helpers import np_lengths_mask
+from _helpers import np_masked_softmax
+from _helpers import rand
 
 B, L, D, F = 3, 7, 5, 6
 
 
-def _rand(seed, *shape):
-  return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
 def _np_self_attention(queries, keys, values, valid_lens, scale):
   """Reference: per example, softmax over the first valid_lens[b] keys of q k^T / scale."""
-  outputs = np.zeros(queries.shape[:2] + values.shape[-1:])
-  weights = np.zeros(queries.shape[:2] + keys.shape[1:2])
-  for b, n in enumerate(valid_lens):
-    scores = queries[b].astype(np.float64) @ keys[b, :n].T / scale  # (L, n)
-    e = np.exp(scores - scores.max(-1, keepdims=True))
-    weights[b, :, :n] = e / e.sum(-1, keepdims=True)
-    outputs[b] = weights[b] @ values[b]
-  return outputs, weights
+  scores = np.einsum("bqd,bkd->bqk", queries.astype(np.float64), keys) / scale  # (B, L, L)
+  weights = np_masked_softmax(scores, np_lengths_mask(valid_lens, keys.shape[1])[:, None, :])
+  return weights @ values, weights
 
 
 @pytest.mark.parametrize("scale", [False, True])
 def test_simple_self_attention_is_softmax_x_xt_x(scale):
-  x, lens = _rand(0, B, L, D) / 2, np.array([7, 3, 1], np.int32)
+  x, lens = rand(0, B, L, D) / 2, np.array([7, 3, 1], np.int32)
   module = zoo.SimpleSelfAttention(scale=scale)
   assert module.init(jax.random.key(0), x, lens) == {}  # parameter-free
   outputs, weights = module.apply({}, x, lens)
@@ -37,7 +31,7 @@ def test_simple_self_attention_is_softmax_x_xt_x(scale):
 
 
 def test_simple_self_attention_with_causal_mask_in_bfloat16_under_jit():
-  x = _rand(1, B, L, D)
+  x = rand(1, B, L, D)
   outputs, weights = zoo.SimpleSelfAttention().apply({}, x, mask=zoo.causal_mask(L))
   np.testing.assert_array_equal(np.triu(weights[1], k=1), 0.0)
   np.testing.assert_allclose(outputs[:, 0], x[:, 0], rtol=1e-6)  # step 0 sees only itself
@@ -49,7 +43,7 @@ def test_simple_self_attention_with_causal_mask_in_bfloat16_under_jit():
 
 
 def test_self_attention_projects_then_attends():
-  x, lens = _rand(2, B, L, D), np.array([4, 7, 2], np.int32)
+  x, lens = rand(2, B, L, D), np.array([4, 7, 2], np.int32)
   module = zoo.SelfAttention(features=F, use_bias=True)
   variables = module.init(jax.random.key(1), x, lens)
   p = jax.tree.map(np.asarray, variables["params"])
@@ -65,7 +59,7 @@ def test_self_attention_projects_then_attends():
 
 
 def test_self_attention_other_score_dropout_jit_grad_bfloat16():
-  x, lens = _rand(3, B, L, D), jnp.array([4, 7, 0])
+  x, lens = rand(3, B, L, D), jnp.array([4, 7, 0])
   module = zoo.SelfAttention(score="additive", score_features=3, dropout_rate=0.4)
   variables = module.init(jax.random.key(2), x, lens)
   assert variables["params"]["attention"]["scorer"]["v"].shape == (3,)
@@ -87,7 +81,7 @@ def test_self_attention_other_score_dropout_jit_grad_bfloat16():
 
 
 def test_self_attention_maps_under_jax_vmap():
-  x, lens = _rand(4, 2, B, L, D), jnp.array([4, 7, 1])
+  x, lens = rand(4, 2, B, L, D), jnp.array([4, 7, 1])
   module = zoo.SelfAttention()
   variables = module.init(jax.random.key(4), x[0], lens)
   mapped = jax.vmap(module.apply, in_axes=(None, 0, None))(variables, x, lens)

@@ -8,7 +8,10 @@ import optax
 import pytest
 
 import zoo
-from zoo import recurrent
+from _helpers import np_lengths_mask
+from _helpers import np_lstm_cell
+from _helpers import np_masked_softmax
+from _helpers import random_variables
 
 B, S, T, E, H, V, EMBED, LAYERS = 3, 7, 5, 6, 4, 11, 9, 2
 SRC_LENS = np.array([7, 3, 1], np.int32)
@@ -28,10 +31,6 @@ def _np(tree):
   return jax.tree.map(lambda a: np.asarray(a, np.float64), tree)
 
 
-def _sigmoid(x):
-  return 1.0 / (1.0 + np.exp(-x))
-
-
 def _np_lstm_stack(p, bottom_gates, state):
   """Multi-layer LSTM step of one example; bottom_gates (4H,) already holds x W_ih + b."""
   new, gates = [], bottom_gates
@@ -39,15 +38,13 @@ def _np_lstm_stack(p, bottom_gates, state):
     lp = p[f"layers_{layer}"]
     if layer > 0:
       gates = new[-1][0] @ lp["input"]["kernel"][:, 0] + lp["input"]["bias"][0]
-    i, f, g, o = np.split(gates + h @ lp["hidden_kernel"][0], 4)
-    c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-    new.append((_sigmoid(o) * np.tanh(c), c))
+    new.append(np_lstm_cell(gates + h @ lp["hidden_kernel"][0], c))
   return new
 
 
 def _np_masked_softmax(scores, n):
-  w = np.exp(scores[:n] - scores[:n].max())
-  return np.concatenate([w / w.sum(), np.zeros(len(scores) - n)])
+  """Softmax over the first n of the source positions (S,)."""
+  return np_masked_softmax(scores, np_lengths_mask(n, len(scores)))
 
 
 def _np_embed_gates(p, token):
@@ -98,9 +95,7 @@ def _make_decoder(kind):
   enc_outputs = _normal(B, S, E)
   init_state = tuple(zoo.LSTMState(_normal(B, H), _normal(B, H)) for _ in range(LAYERS))
   inputs = (tokens, enc_outputs, SRC_LENS, init_state)
-  # Random variables of the right shapes without compiling an init.
-  shapes = jax.eval_shape(model.init, jax.random.key(0), *inputs)
-  variables = jax.tree.map(lambda s: _normal(*s.shape, scale=0.6), shapes)
+  variables = random_variables(model, *inputs, seed=5, scale=0.6)  # no init compiled
   apply = jax.jit(model.apply, static_argnames="deterministic")
   return kind, model, variables, apply, inputs
 
@@ -247,8 +242,7 @@ def test_copy_task_training_lowers_the_loss(kind):
   chex.clear_trace_counter()  # train_step is traced once per decoder kind
   model = MODELS[kind](V, V, 8, 16, num_layers=1, dropout_rate=0.1)
   src, lens, dec_in, tgt, tgt_mask = _copy_batch()
-  shapes = jax.eval_shape(model.init, jax.random.key(0), src, lens, dec_in)
-  params = jax.tree.map(lambda s: _normal(*s.shape, scale=0.3), shapes["params"])
+  params = random_variables(model, src, lens, dec_in, seed=3, scale=0.3)["params"]
   optimizer = optax.adam(1e-2)
 
   def loss_fn(params, rng):

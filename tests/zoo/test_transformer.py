@@ -9,6 +9,8 @@ import optax
 import pytest
 
 import zoo
+from _helpers import random_variables
+from _helpers import rbg_key
 from zoo.transformer import DecoderBlock
 from zoo.transformer import EncoderBlock
 from zoo.transformer import PositionwiseFFN
@@ -21,13 +23,8 @@ SRC_VOCAB, TGT_VOCAB = 11, 13
 BLOCK = dict(num_heads=H, ffn_hidden=FFN, dropout_rate=0.1)
 
 
-def _params(module, *args, seed=0, **kwargs):
-  """Random params shaped like module.init's (numpy draws: real initializers compile slowly)."""
-  rng = np.random.default_rng(seed)
-  shapes = jax.eval_shape(lambda: module.init(jax.random.key(0), *args, **kwargs))["params"]
-  draw = lambda path, s: jnp.asarray(  # LayerNorm scales near 1, everything else near 0
-      (jax.tree_util.keystr(path).endswith("'scale']")) + rng.normal(0, 0.3, s.shape), s.dtype)
-  return {"params": jax.tree_util.tree_map_with_path(draw, shapes)}
+# Random parameters (numpy draws: real initializers compile slowly); LayerNorm scales near 1.
+_params = functools.partial(random_variables, scale=0.3)
 
 
 def _floats(seed, *shape):
@@ -36,10 +33,6 @@ def _floats(seed, *shape):
 
 def _tokens(seed, vocab, *shape):
   return jnp.asarray(np.random.default_rng(seed).integers(4, vocab, shape), jnp.int32)
-
-
-def _rbg_key(seed):
-  return jax.random.key(seed, impl="rbg")  # compiles much faster than threefry on CPU
 
 
 def test_positionwise_ffn_exact():
@@ -264,7 +257,7 @@ def test_dropout_in_blocks():
   block = EncoderBlock(**dict(BLOCK, dropout_rate=0.3))
   variables = _params(block, x)
   run = jax.jit(lambda seed, deterministic: block.apply(
-      variables, x, deterministic=deterministic, rngs={"dropout": _rbg_key(seed)}),
+      variables, x, deterministic=deterministic, rngs={"dropout": rbg_key(seed)}),
       static_argnums=1)
   quiet = run(0, True)
   noisy, again, other = run(0, False), run(0, False), run(1, False)
