@@ -298,6 +298,22 @@ def _gather_beams(x, beams):
   return jnp.take_along_axis(x, index, axis=1)
 
 
+def _top_k_over_beams(candidates, k: int):
+  """The k largest of candidates (B, W, V) over W * V: (values (B, k), flat indices (B, k)).
+
+  Exactly jax.lax.top_k(candidates.reshape(B, W * V), k), ties included (lower beam, then lower
+  token first), computed as the k best of each beam followed by the k best of those W * k. XLA on
+  CPU turns a top_k over the long W * V rows inside the search loop into a full sort, which is
+  orders of magnitude slower; per-beam rows keep its fast TopK kernel.
+  """
+  batch, width, vocab = candidates.shape
+  per_beam = min(k, vocab)
+  values, tokens = jax.lax.top_k(candidates, per_beam)  # (B, W, per_beam) each
+  best, pick = jax.lax.top_k(values.reshape(batch, width * per_beam), k)  # (B, k)
+  token = jnp.take_along_axis(tokens.reshape(batch, width * per_beam), pick, axis=1)
+  return best, (pick // per_beam) * vocab + token
+
+
 @functools.partial(jax.jit,
                    static_argnames=("step_fn", "beam_size", "bos_id", "eos_id", "max_len"))
 def _beam(init_state, exact_lens, length_penalty, *, step_fn, beam_size, bos_id, eos_id,
@@ -322,7 +338,7 @@ def _beam(init_state, exact_lens, length_penalty, *, step_fn, beam_size, bos_id,
 
     # The beam proper: the W best extensions of any kind. Those that end (eos, or the last
     # position) compete for the finished list; with W = 1 this is exactly greedy search.
-    top_scores, top_index = jax.lax.top_k(candidates.reshape(batch, width * vocab), width)
+    top_scores, top_index = _top_k_over_beams(candidates, width)
     top_beam, top_token = top_index // vocab, top_index % vocab  # (B, W) each
     top_tokens = _write_column(_gather_beams(c.alive_tokens, top_beam), c.t, top_token)
     top_ends_eos = top_token == eos_id
@@ -341,8 +357,8 @@ def _beam(init_state, exact_lens, length_penalty, *, step_fn, beam_size, bos_id,
     fin_lengths = jnp.where(keep, c.fin_lengths, fin_lengths)
 
     # The W best extensions that do not end with eos stay alive.
-    open_candidates = jnp.where(is_eos, _IMPOSSIBLE, candidates).reshape(batch, width * vocab)
-    alive_scores, alive_index = jax.lax.top_k(open_candidates, width)  # (B, W)
+    open_candidates = jnp.where(is_eos, _IMPOSSIBLE, candidates)  # (B, W, V)
+    alive_scores, alive_index = _top_k_over_beams(open_candidates, width)  # (B, W)
     alive_beam, alive_token = alive_index // vocab, alive_index % vocab
     alive_tokens = _write_column(_gather_beams(c.alive_tokens, alive_beam), c.t, alive_token)
     source_rows = (row_offsets + alive_beam).reshape(rows)
