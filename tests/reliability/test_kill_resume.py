@@ -237,8 +237,13 @@ def test_killed_and_stopped_runs_resume_to_the_uninterrupted_result(reference_ru
 class _CtrlCBatches(engine_toy.ToyBatches):
   """The toy's batches; drawing batch 6 (while step 5 runs) delivers a SIGINT, as Ctrl-C would."""
 
+  pressed = False
+
   def __next__(self):
-    if self.epoch * self.per_epoch + self.position == 6:
+    # Once only: a prefetch that draws batch 6 again after the run stopped must not deliver a
+    # second SIGINT to whatever the test process is doing then.
+    if not self.pressed and self.epoch * self.per_epoch + self.position == 6:
+      self.pressed = True
       signal.raise_signal(signal.SIGINT)
     return super().__next__()
 
