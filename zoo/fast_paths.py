@@ -105,8 +105,8 @@ def multihead_implementation(*, score: str = "scaled_dot", dropout: bool = False
 
   The fused path computes only the scaled-dot score, without weights or attention dropout; where it
   can, it is chosen on a GPU (where it reaches cuDNN's flash attention and saves the (B, H, Q, K)
-  scores in memory). On the CPU both paths are the same XLA computation and ran at the same speed
-  within noise (docs/BENCHMARKS.md), so the vmapped path, which supports everything, stays.
+  scores in memory). On the CPU the vmapped path was never slower than the fused one and faster at
+  L = 1024 (docs/BENCHMARKS.md), and it supports everything, so it stays.
 
   Args:
     score: the score name.
