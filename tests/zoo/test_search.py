@@ -504,7 +504,8 @@ def _transformer_decoder(src, src_lens):
 
 
 def _rescore(decoder, variables, src, src_lens, tokens, lengths):
-  """Teacher-forced log-probabilities of N hypotheses, float64 (N,).
+  """Teacher-forced log-probabilities of N hypotheses, float64 (N,), and of every next token at
+  every position, float64 (N, T, V).
 
   src (N, S) and src_lens (N,) are the source of each hypothesis; tokens int (N, T) and lengths
   (N,) are laid out as search outputs (eos at `length` when shorter than T).
@@ -518,7 +519,7 @@ def _rescore(decoder, variables, src, src_lens, tokens, lengths):
   for row, length in enumerate(lengths):
     targets = list(tokens[row, :length]) + ([EOS] if length < max_len else [])
     out[row] = sum(log_probs[row, i, token] for i, token in enumerate(targets))
-  return out
+  return out, log_probs
 
 
 @pytest.mark.parametrize("name", ["bahdanau", "luong", "transformer"])
@@ -561,7 +562,14 @@ def test_search_drives_the_zoo_decoders(name):
   tokens = np.concatenate([beams.tokens.reshape(B * width, DECODE_LEN), greedy.tokens])
   lengths = np.concatenate([beams.lengths.reshape(-1), greedy.lengths])
   sources = np.concatenate([np.repeat(np.arange(B), width), np.arange(B)])
-  rescored = _rescore(decoder, variables, src[sources], src_lens[sources], tokens, lengths)
+  rescored, log_probs = _rescore(decoder, variables, src[sources], src_lens[sources], tokens,
+                                 lengths)
   np.testing.assert_allclose(beams.scores * _penalty(beams.lengths, alpha),
                              rescored[:B * width].reshape(B, width), rtol=1e-4)
   np.testing.assert_allclose(greedy.scores, rescored[B * width:], rtol=1e-4)
+  # Greedy means: each output token (eos included) is the argmax of the teacher-forced decoder fed
+  # with the outputs before it.
+  for b in range(B):
+    n = min(int(greedy.lengths[b]) + 1, DECODE_LEN)
+    np.testing.assert_array_equal(greedy.tokens[b, :n],
+                                  np.argmax(log_probs[B * width + b, :n], axis=-1))

@@ -275,22 +275,3 @@ def test_copy_task_training_lowers_the_loss(kind):
   logits, new_state = jax.eval_shape(
       lambda s: model.apply(variables, s, dec_in[:, 0], method=zoo.Seq2Seq.decode_step), state)
   assert logits.shape == (B, V) and new_state == state
-
-
-def test_greedy_search_drives_the_decoding_step(decoder):
-  _, model, variables, apply, (_, enc_outputs, src_lens, init_state) = decoder
-  cls = type(model)
-
-  @jax.jit
-  def greedy(variables):
-    state = model.apply(variables, enc_outputs, src_lens, init_state, method=cls.init_decode_state)
-    step = lambda s, t: model.apply(variables, s, t, method=cls.decode_step)
-    return zoo.greedy_search(step, state, bos_id=BOS, eos_id=EOS, max_len=T)
-
-  decoded = greedy(variables)
-  # Teacher forcing on the greedy output reproduces it: each token is the argmax after its prefix.
-  inputs = jnp.concatenate([jnp.full((B, 1), BOS, jnp.int32), decoded.tokens[:, :-1]], axis=1)
-  logits, _ = apply(variables, inputs, enc_outputs, src_lens, init_state)
-  for b in range(B):
-    n = min(int(decoded.lengths[b]) + 1, T)  # the tokens before eos, and eos itself
-    np.testing.assert_array_equal(decoded.tokens[b, :n], np.argmax(logits[b, :n], -1))
