@@ -8,6 +8,7 @@ import zoo
 from _helpers import np_lengths_mask
 from _helpers import np_masked_softmax
 from _helpers import rand
+from _helpers import random_variables
 
 B, Q, K, DQ, DK, DV = 3, 5, 7, 6, 4, 9
 
@@ -31,7 +32,7 @@ def test_d2l_worked_example_for_every_score(score):
   queries = jnp.ones((2, 1, 2))
   valid_lens = jnp.array([2, 6])
   attention = zoo.Attention(score=score)
-  variables = attention.init(jax.random.key(0), queries, keys, values, valid_lens)
+  variables = random_variables(attention, queries, keys, values, valid_lens, seed=0)
   context, weights = attention.apply(variables, queries, keys, values, valid_lens)
   np.testing.assert_allclose(context, [[[2, 3, 4, 5]], [[10, 11, 12, 13]]], rtol=1e-6)
   np.testing.assert_allclose(weights[0, 0], [0.5] * 2 + [0] * 8, rtol=1e-6)
@@ -56,7 +57,7 @@ def test_additive_matches_numpy_with_per_example_lengths():
   queries, keys, values = rand(4, B, Q, DQ), rand(5, B, K, DK), rand(6, B, K, DV)
   valid_lens = np.array([3, 7, 1], np.int32)
   attention = zoo.Attention(score="additive", score_features=8)
-  variables = attention.init(jax.random.key(1), queries, keys, values, valid_lens)
+  variables = random_variables(attention, queries, keys, values, valid_lens, seed=1)
   p = jax.tree.map(np.asarray, variables["params"]["scorer"])
   assert p["w_q"].shape == (DQ, 8)
   hidden = np.tanh((queries @ p["w_q"])[:, :, None, :] + (keys @ p["w_k"])[:, None, :, :])
@@ -81,7 +82,7 @@ def test_lengths_shapes_and_mask_agree():
 def test_jit_grad_and_no_retrace():
   attention = zoo.Attention(score="bilinear")
   queries, keys, values = rand(10, B, Q, DQ), rand(11, B, K, DK), rand(12, B, K, DV)
-  variables = attention.init(jax.random.key(2), queries, keys, values)
+  variables = random_variables(attention, queries, keys, values, seed=2)
 
   @jax.jit
   @chex.assert_max_traces(n=1)
@@ -104,7 +105,7 @@ def test_bfloat16_and_fully_masked_rows_give_zeros_and_finite_gradients():
   lens = jnp.array([0, 7, 3])  # example 0 has no key to attend to
   attention16 = zoo.Attention(score="concat", dtype=jnp.bfloat16)
   attention32 = zoo.Attention(score="concat")
-  variables = attention16.init(jax.random.key(3), queries, keys, values, lens)
+  variables = random_variables(attention16, queries, keys, values, lens, seed=3)
   assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(variables))
 
   def loss(variables, queries, keys, values):
@@ -149,7 +150,7 @@ def test_dropout_only_when_not_deterministic():
 def test_jax_vmap_over_apply():
   attention = zoo.Attention(score="additive")
   queries, keys, values = rand(19, 2, B, Q, DQ), rand(20, 2, B, K, DK), rand(21, 2, B, K, DV)
-  variables = attention.init(jax.random.key(5), queries[0], keys[0], values[0])
+  variables = random_variables(attention, queries[0], keys[0], values[0], seed=5)
   mapped, _ = jax.vmap(attention.apply, in_axes=(None, 0, 0, 0))(variables, queries, keys, values)
   np.testing.assert_allclose(mapped[1], attention.apply(variables, queries[1], keys[1], values[1])[0],
                              rtol=1e-5, atol=1e-6)

@@ -8,6 +8,7 @@ import zoo
 from _helpers import np_lengths_mask
 from _helpers import np_masked_softmax
 from _helpers import rand
+from _helpers import random_variables
 
 B, L, D, A = 3, 7, 5, 4
 
@@ -21,7 +22,7 @@ def _np_pool(scores, x, valid_lens):
 def test_additive_pooling_is_nndl_formula():
   x, lens = rand(0, B, L, D), np.array([7, 2, 4], np.int32)
   pool = zoo.AttentionPooling(features=A)
-  variables = pool.init(jax.random.key(0), x, lens)
+  variables = random_variables(pool, x, lens, seed=0)
   p = jax.tree.map(np.asarray, variables["params"])
   q, u, w, v = p["query"][0], p["scorer"]["w_q"], p["scorer"]["w_k"], p["scorer"]["v"]
   scores = np.tanh(x @ w + q @ u) @ v  # s = v^T tanh(X W + q^T U), (B, L)
@@ -34,7 +35,7 @@ def test_additive_pooling_is_nndl_formula():
 def test_dot_pooling_is_x_times_query_and_ignores_padding():
   x, lens = rand(1, B, L, D), np.array([1, 6, 0], np.int32)
   pool = zoo.AttentionPooling(score="dot")
-  variables = pool.init(jax.random.key(1), x, lens)
+  variables = random_variables(pool, x, lens, seed=1)
   query = np.asarray(variables["params"]["query"][0])
   assert query.shape == (D,)
   expected_context, expected_weights = _np_pool(x @ query, x, lens)
@@ -52,7 +53,7 @@ def test_dot_pooling_is_x_times_query_and_ignores_padding():
 def test_other_scores_pool_with_valid_weights(score):
   x, lens = rand(2, B, L, D), jnp.array([3, 7, 5])
   pool = zoo.AttentionPooling(score=score)
-  variables = pool.init(jax.random.key(2), x, lens)
+  variables = random_variables(pool, x, lens, seed=2)
   context, weights = pool.apply(variables, x, lens)
   assert context.shape == (B, D) and weights.shape == (B, L)
   np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
@@ -63,23 +64,26 @@ def test_other_scores_pool_with_valid_weights(score):
 
 
 def test_pooling_jit_grad_bfloat16_and_vmap():
-  x, lens = rand(3, B, L, D), jnp.array([3, 7, 0])
-  pool16 = zoo.AttentionPooling(dtype=jnp.bfloat16)
-  variables = pool16.init(jax.random.key(3), x, lens)
+  x, lens = rand(3, B, L, D), jnp.array([3, 7, 0])  # example 2 has no valid step
+  pool, pool16 = zoo.AttentionPooling(), zoo.AttentionPooling(dtype=jnp.bfloat16)
+  variables = random_variables(pool16, x, lens, seed=3)
   assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(variables))
-  context16, weights16 = jax.jit(pool16.apply)(variables, x, lens)
-  assert context16.dtype == weights16.dtype == jnp.bfloat16
-  context32, _ = zoo.AttentionPooling().apply(variables, x, lens)
-  np.testing.assert_allclose(context16.astype(np.float32), context32, atol=0.05, rtol=0.05)
-
-  pool = zoo.AttentionPooling()
-  # Gradients are finite in both dtypes although example 2 has no valid step.
   loss = lambda module, v: (module.apply(v, x, lens)[0].astype(jnp.float32) ** 2).sum()
-  grads = jax.jit(lambda v: [jax.grad(loss, argnums=1)(m, v) for m in (pool, pool16)])(variables)
+
+  @jax.jit
+  def run(variables):  # one compilation
+    mapped, _ = jax.vmap(pool.apply, in_axes=(None, 0, None))(variables, jnp.stack([x, x[::-1]]),
+                                                               lens)
+    return (pool16.apply(variables, x, lens), pool.apply(variables, x, lens), mapped,
+            [jax.grad(loss, argnums=1)(module, variables) for module in (pool, pool16)])
+
+  (context16, weights16), (context32, _), mapped, grads = run(variables)
+  assert context16.dtype == weights16.dtype == jnp.bfloat16
+  np.testing.assert_allclose(context16.astype(np.float32), context32, atol=0.05, rtol=0.05)
+  # Gradients are finite in both dtypes although example 2 has no valid step.
   for leaf in jax.tree.leaves(grads):
     assert np.all(np.isfinite(leaf)) and np.abs(leaf).sum() > 0
-  stacked = jnp.stack([x, x[::-1]])
-  mapped, _ = jax.vmap(pool.apply, in_axes=(None, 0, None))(variables, stacked, lens)
+  np.testing.assert_allclose(mapped[0], context32, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(mapped[1], pool.apply(variables, x[::-1], lens)[0], rtol=1e-5,
                              atol=1e-6)
 

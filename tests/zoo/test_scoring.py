@@ -6,6 +6,7 @@ import pytest
 
 import zoo
 from _helpers import rand
+from _helpers import random_variables
 from zoo import scoring
 
 Q, K, DQ, DK, A = 5, 7, 6, 4, 3
@@ -49,7 +50,7 @@ def test_modules_map_leading_axes_with_shared_parameters(name):
   dq = DK if name in ("dot", "scaled_dot") else DQ
   q, k = rand(10, 2, 3, Q, dq), rand(11, 2, 3, K, DK)
   module = zoo.make_score(name)
-  variables = module.init(jax.random.key(0), q, k)
+  variables = random_variables(module, q, k, seed=0)
   scores = module.apply(variables, q, k)
   assert scores.shape == (2, 3, Q, K)
   # Each example alone gives the same scores with the same parameters.
@@ -65,21 +66,20 @@ def test_modules_map_leading_axes_with_shared_parameters(name):
 
 def test_module_parameters_shapes_and_names():
   q, k = jnp.ones((Q, DQ)), jnp.ones((K, DK))
-  shapes = {name: jax.tree.map(jnp.shape, zoo.make_score(name, features=A).init(
-      jax.random.key(0), q, k)["params"]) for name in ("additive", "concat")}
-  assert shapes["additive"] == {"w_q": (DQ, A), "w_k": (DK, A), "v": (A,)}
-  assert shapes["concat"] == {"w": (DQ + DK, A), "v": (A,)}
-  params = zoo.BilinearScore().init(jax.random.key(0), q, k)["params"]
-  assert jax.tree.map(jnp.shape, params) == {"w": (DQ, DK)}
+  shapes = lambda module: jax.tree.map(  # traced, not compiled
+      jnp.shape, jax.eval_shape(module.init, jax.random.key(0), q, k)["params"])
+  assert shapes(zoo.make_score("additive", features=A)) == {
+      "w_q": (DQ, A), "w_k": (DK, A), "v": (A,)}
+  assert shapes(zoo.make_score("concat", features=A)) == {"w": (DQ + DK, A), "v": (A,)}
+  assert shapes(zoo.BilinearScore()) == {"w": (DQ, DK)}
   # Default hidden size is the key width.
-  params = zoo.AdditiveScore().init(jax.random.key(0), q, k)["params"]
-  assert params["v"].shape == (DK,)
+  assert shapes(zoo.AdditiveScore())["v"] == (DK,)
 
 
 def test_module_uses_the_pure_function_with_its_parameters():
   q, k = rand(12, Q, DQ), rand(13, K, DK)
   module = zoo.ConcatScore(features=A)
-  variables = module.init(jax.random.key(1), q, k)
+  variables = random_variables(module, q, k, seed=1)
   p = variables["params"]
   np.testing.assert_allclose(module.apply(variables, q, k), zoo.concat_score(q, k, p["w"], p["v"]),
                              rtol=1e-6)
@@ -130,7 +130,7 @@ def test_bfloat16_computation_float32_storage_and_grad_under_jit(name):
   q, k = rand(30, 3, Q, DQ), rand(31, 3, K, DK)
   module32 = zoo.make_score(name, features=A)
   module16 = zoo.make_score(name, features=A, dtype=jnp.bfloat16)
-  variables = module16.init(jax.random.key(3), q, k)
+  variables = random_variables(module16, q, k, seed=3)
   assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(variables))
   scores16 = jax.jit(module16.apply)(variables, q, k)
   assert scores16.dtype == jnp.bfloat16
@@ -145,6 +145,6 @@ def test_bfloat16_computation_float32_storage_and_grad_under_jit(name):
 def test_jax_vmap_over_module_apply():
   q, k = rand(40, 2, 3, Q, DQ), rand(41, 2, 3, K, DK)
   module = zoo.BilinearScore()
-  variables = module.init(jax.random.key(4), q, k)
+  variables = random_variables(module, q, k, seed=4)
   mapped = jax.vmap(module.apply, in_axes=(None, 0, 0))(variables, q, k)
   np.testing.assert_allclose(mapped, module.apply(variables, q, k), rtol=1e-6)

@@ -8,6 +8,7 @@ import zoo
 from _helpers import np_lengths_mask
 from _helpers import np_masked_softmax
 from _helpers import rand
+from _helpers import random_variables
 
 B, L, D, F = 3, 7, 5, 6
 
@@ -45,7 +46,7 @@ def test_simple_self_attention_with_causal_mask_in_bfloat16_under_jit():
 def test_self_attention_projects_then_attends():
   x, lens = rand(2, B, L, D), np.array([4, 7, 2], np.int32)
   module = zoo.SelfAttention(features=F, use_bias=True)
-  variables = module.init(jax.random.key(1), x, lens)
+  variables = random_variables(module, x, lens, seed=1)
   p = jax.tree.map(np.asarray, variables["params"])
   assert set(p) == {"query", "key", "value"}  # the scaled dot score has no parameters
   assert p["query"]["kernel"].shape == (D, F)
@@ -61,7 +62,7 @@ def test_self_attention_projects_then_attends():
 def test_self_attention_other_score_dropout_jit_grad_bfloat16():
   x, lens = rand(3, B, L, D), jnp.array([4, 7, 0])
   module = zoo.SelfAttention(score="additive", score_features=3, dropout_rate=0.4)
-  variables = module.init(jax.random.key(2), x, lens)
+  variables = random_variables(module, x, lens, seed=2)
   assert variables["params"]["attention"]["scorer"]["v"].shape == (3,)
   outputs, weights = module.apply(variables, x, lens)
   np.testing.assert_array_equal(outputs[2], 0.0)
@@ -83,7 +84,7 @@ def test_self_attention_other_score_dropout_jit_grad_bfloat16():
 def test_self_attention_maps_under_jax_vmap():
   x, lens = rand(4, 2, B, L, D), jnp.array([4, 7, 1])
   module = zoo.SelfAttention()
-  variables = module.init(jax.random.key(4), x[0], lens)
+  variables = random_variables(module, x[0], lens, seed=4)
   mapped = jax.vmap(module.apply, in_axes=(None, 0, None))(variables, x, lens)
   chex.assert_trees_all_close(jax.tree.map(lambda a: a[1], mapped),
                               module.apply(variables, x[1], lens), rtol=1e-5, atol=1e-6)
