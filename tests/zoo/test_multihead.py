@@ -29,11 +29,6 @@ def _inputs(seed=0, q_len=Q, k_len=K):
   return inputs_q, inputs_kv, jnp.asarray(mask)
 
 
-def _jit_apply(module, **fixed):
-  """module.apply under jax.jit, with the keyword arguments `fixed` (flags) held static."""
-  return jax.jit(functools.partial(module.apply, **fixed))
-
-
 def _flax_mha(**kwargs):
   return nn.MultiHeadDotProductAttention(num_heads=H, qkv_features=QKV, out_features=D_OUT,
                                          **kwargs)
@@ -43,33 +38,42 @@ def _zoo_mha(**kwargs):
   return zoo.MultiHeadAttention(num_heads=H, qkv_features=QKV, out_features=D_OUT, **kwargs)
 
 
-@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
-def test_params_move_between_flax_and_zoo_and_outputs_agree(implementation):
+def test_params_move_between_flax_and_zoo_and_outputs_agree_for_both_implementations():
   inputs_q, inputs_kv, mask = _inputs()
   valid_lens = jnp.array([7, 2, 5])
   flax_mask = jnp.logical_and(mask, zoo.key_padding_mask(valid_lens, K))
   flax_mha = _flax_mha(dropout_rate=0.3)
-  ours = _zoo_mha(dropout_rate=0.3, implementation=implementation)
+  ours = [_zoo_mha(dropout_rate=0.3, implementation=name) for name in IMPLEMENTATIONS]
   flax_vars = random_variables(flax_mha, inputs_q, inputs_kv, seed=1, deterministic=True)
-  zoo_vars = random_variables(ours, inputs_q, inputs_kv, seed=2, mask=mask, valid_lens=valid_lens)
+  zoo_vars = random_variables(ours[0], inputs_q, inputs_kv, seed=2, mask=mask,
+                              valid_lens=valid_lens)
   chex.assert_trees_all_equal_shapes_and_dtypes(flax_vars, zoo_vars)
-  flax_apply = _jit_apply(flax_mha, deterministic=True)
-  zoo_apply = _jit_apply(ours, deterministic=True)
+
+  @jax.jit
+  def outputs(variables):  # one compilation: flax's MHA, then ours in both implementations
+    return flax_mha.apply(variables, inputs_q, inputs_kv, mask=flax_mask, deterministic=True), [
+        mha.apply(variables, inputs_q, inputs_kv, mask=mask, valid_lens=valid_lens)
+        for mha in ours]
+
   for variables in (flax_vars, zoo_vars):
-    expected = flax_apply(variables, inputs_q, inputs_kv, mask=flax_mask)
-    got = zoo_apply(variables, inputs_q, inputs_kv, mask=mask, valid_lens=valid_lens)
-    assert got.shape == (B, Q, D_OUT)
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    expected, got = outputs(variables)
+    for out in got:
+      assert out.shape == (B, Q, D_OUT)
+      np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_weights_equal_flax_sown_weights():
   inputs_q, inputs_kv, mask = _inputs(seed=3)
   variables = random_variables(_flax_mha(), inputs_q, inputs_kv)
-  _, state = _jit_apply(_flax_mha(), sow_weights=True, mutable=["intermediates"])(
-      variables, inputs_q, inputs_kv, mask=mask)
+
+  @jax.jit
+  def both(variables):  # one compilation
+    _, state = _flax_mha().apply(variables, inputs_q, inputs_kv, mask=mask, sow_weights=True,
+                                 mutable=["intermediates"])
+    return state, _zoo_mha().apply(variables, inputs_q, inputs_kv, mask=mask, return_weights=True)
+
+  state, (out, weights) = both(variables)
   (expected,) = state["intermediates"]["attention_weights"]
-  out, weights = _jit_apply(_zoo_mha(), return_weights=True)(variables, inputs_q, inputs_kv,
-                                                             mask=mask)
   assert out.shape == (B, Q, D_OUT) and weights.shape == (B, H, Q, K)
   np.testing.assert_allclose(weights, expected, rtol=1e-5, atol=1e-7)
   np.testing.assert_array_equal(np.where(np.broadcast_to(mask, weights.shape), 0, weights), 0)
@@ -94,13 +98,13 @@ def test_fused_equals_vmap_with_masks_lengths_and_empty_rows():
   @jax.jit
   def both(variables):  # one compilation for all cases
     return [[mha.apply(variables, inputs_q, inputs_kv, **kwargs) for mha in (vmap_mha, fused_mha)]
-            for kwargs in cases]
+            for kwargs in cases], vmap_mha.apply(variables, inputs_q, inputs_kv, mask=mask,
+                                                 valid_lens=valid_lens, return_weights=True)
 
-  for expected, got in both(variables):
+  pairs, (out, weights) = both(variables)
+  for expected, got in pairs:
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
   # Rows with nothing to attend to: zero weights, and the output is just the out bias.
-  out, weights = _jit_apply(vmap_mha, return_weights=True)(
-      variables, inputs_q, inputs_kv, mask=mask, valid_lens=valid_lens)
   np.testing.assert_array_equal(weights[0], 0.0)
   np.testing.assert_array_equal(weights[1, :, 2], 0.0)
   np.testing.assert_allclose(out[0], np.broadcast_to(variables["params"]["out"]["bias"], (Q, D_OUT)))
@@ -125,20 +129,25 @@ def _repeat_kv_heads(params, groups):
   return params
 
 
-@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
-def test_grouped_query_attention_equals_repeated_kv_heads(implementation):
+def test_grouped_query_attention_equals_repeated_kv_heads_for_both_implementations():
   inputs_q, inputs_kv, mask = _inputs(seed=7)
-  gqa = zoo.MultiHeadAttention(num_heads=6, qkv_features=18, num_kv_heads=2,
-                               implementation=implementation)
-  variables = random_variables(gqa, inputs_q, inputs_kv)
+  gqa = [zoo.MultiHeadAttention(num_heads=6, qkv_features=18, num_kv_heads=2,
+                                implementation=name) for name in IMPLEMENTATIONS]
+  variables = random_variables(gqa[0], inputs_q, inputs_kv)
   assert variables["params"]["key"]["kernel"].shape == (DKV, 2, 3)
   assert variables["params"]["value"]["bias"].shape == (2, 3)
   assert variables["params"]["query"]["kernel"].shape == (D, 6, 3)
   full = {"params": _repeat_kv_heads(dict(variables["params"]), 3)}
-  expected = _jit_apply(zoo.MultiHeadAttention(num_heads=6, qkv_features=18))(
-      full, inputs_q, inputs_kv, mask=mask)
-  got = _jit_apply(gqa)(variables, inputs_q, inputs_kv, mask=mask)
-  np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+  plain = zoo.MultiHeadAttention(num_heads=6, qkv_features=18)
+
+  @jax.jit
+  def outputs(variables, full):  # one compilation
+    return plain.apply(full, inputs_q, inputs_kv, mask=mask), [
+        mha.apply(variables, inputs_q, inputs_kv, mask=mask) for mha in gqa]
+
+  expected, got = outputs(variables, full)
+  for out in got:
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
 
 
 def _reference_with_score(params, inputs_q, inputs_kv, mask, head_score):
@@ -166,16 +175,18 @@ def test_other_scores_have_per_head_parameters_and_match_a_loop_over_heads(score
           "bilinear": scoring.bilinear_score, "concat": scoring.concat_score}[score]
   if score == "dot":
     assert "score" not in params
-    head_params = lambda h: {}
   else:
     assert all(leaf.shape[0] == H for leaf in jax.tree.leaves(params["score"]))
-    head_params = lambda h: {name: leaf[h] for name, leaf in params["score"].items()}
 
-  def head_score(h, q, k):
-    return jax.vmap(lambda qi, ki: pure(qi, ki, **head_params(h)))(q, k)
+  @jax.jit
+  def both(params):  # one compilation
+    def head_score(h, q, k):
+      head_params = {name: leaf[h] for name, leaf in params.get("score", {}).items()}
+      return jax.vmap(lambda qi, ki: pure(qi, ki, **head_params))(q, k)
+    return (_reference_with_score(params, inputs_q, inputs_kv, mask, head_score),
+            mha.apply({"params": params}, inputs_q, inputs_kv, mask=mask))
 
-  expected = _reference_with_score(params, inputs_q, inputs_kv, mask, head_score)
-  got = _jit_apply(mha)(variables, inputs_q, inputs_kv, mask=mask)
+  expected, got = both(params)
   np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
@@ -201,13 +212,15 @@ def test_dropout_on_weights():
   inputs_q, inputs_kv, mask = _inputs(seed=11)
   mha = _zoo_mha(dropout_rate=0.5)
   variables = random_variables(mha, inputs_q, inputs_kv)
-  apply = _jit_apply(mha, return_weights=True, deterministic=False)
-  quiet, quiet_weights = _jit_apply(mha, return_weights=True)(variables, inputs_q, inputs_kv,
-                                                              mask=mask)
-  noisy, weights = apply(variables, inputs_q, inputs_kv, mask=mask,
-                         rngs={"dropout": rbg_key(13)})
-  again, _ = apply(variables, inputs_q, inputs_kv, mask=mask, rngs={"dropout": rbg_key(13)})
-  other, _ = apply(variables, inputs_q, inputs_kv, mask=mask, rngs={"dropout": rbg_key(14)})
+  apply = functools.partial(mha.apply, variables, inputs_q, inputs_kv, mask=mask,
+                            return_weights=True)
+
+  @jax.jit
+  def run(key):  # one compilation: without and with dropout
+    return apply(), apply(deterministic=False, rngs={"dropout": key})
+
+  (quiet, quiet_weights), (noisy, weights) = run(rbg_key(13))
+  again, other = run(rbg_key(13))[1][0], run(rbg_key(14))[1][0]
   np.testing.assert_array_equal(noisy, again)
   assert not np.allclose(noisy, quiet) and not np.allclose(noisy, other)
   np.testing.assert_array_equal(weights, quiet_weights)  # returned weights are before dropout
@@ -230,19 +243,23 @@ def test_cached_decoding_equals_causal_self_attention(implementation):
   assert cache["cached_key"].shape == (B, length, 2, 3)
   assert cache["cached_value"].shape == (B, length, 2, 3)
   assert cache["cache_index"].shape == () and cache["cache_index"].dtype == jnp.int32
-  expected = _jit_apply(mha)(variables, x, mask=zoo.causal_mask(length), valid_lens=valid_lens)
-  step = _jit_apply(mha, decode=True, mutable=["cache"])
-  run = lambda cache, chunk: step({"params": variables["params"], "cache": cache}, chunk,
-                                  valid_lens=valid_lens)
+  @jax.jit
+  def both(variables):  # one compilation
+    expected = mha.apply(variables, x, mask=zoo.causal_mask(length), valid_lens=valid_lens)
+    run = lambda cache, chunk: mha.apply({"params": variables["params"], "cache": cache}, chunk,
+                                         valid_lens=valid_lens, decode=True, mutable=["cache"])
+    prefix, state = run(variables["cache"], x[:, :3])  # a prefill of 3 positions
 
-  pieces = []
-  out, state = run(cache, x[:, :3])  # prefill
-  pieces.append(out)
-  for t in range(3, length):  # then one position per step
-    out, state = run(state["cache"], x[:, t:t + 1])
-    pieces.append(out)
-  assert int(state["cache"]["cache_index"]) == length
-  np.testing.assert_allclose(jnp.concatenate(pieces, axis=1), expected, rtol=1e-5, atol=1e-6)
+    def step(cache, x_t):  # then one position per step: x_t (B, D)
+      out, state = run(cache, x_t[:, None])  # (B, 1, D)
+      return state["cache"], out[:, 0]
+
+    cache, steps = jax.lax.scan(step, state["cache"], x[:, 3:].swapaxes(0, 1))  # (L - 3, B, D)
+    return expected, jnp.concatenate([prefix, steps.swapaxes(0, 1)], axis=1), cache
+
+  expected, cached, cache = both(variables)
+  assert int(cache["cache_index"]) == length
+  np.testing.assert_allclose(cached, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_decoding_a_chunk_longer_than_the_cache_is_an_error():
@@ -356,9 +373,9 @@ def test_jit_no_retrace_grad_and_batching(implementation):
   assert all(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(grads))
   # An extra leading axis mapped with jax.vmap equals applying to each slice.
   stacked_q = jnp.stack([inputs_q, -inputs_q])  # (2, B, Q, D)
-  mapped = jax.jit(jax.vmap(lambda x: attend(variables, x, inputs_kv, lens)))(stacked_q)
-  np.testing.assert_allclose(mapped[1], jax.jit(attend)(variables, -inputs_q, inputs_kv, lens),
-                             rtol=1e-5, atol=1e-6)
+  mapped, alone = jax.jit(lambda v: (jax.vmap(lambda x: attend(v, x, inputs_kv, lens))(stacked_q),
+                                     attend(v, -inputs_q, inputs_kv, lens)))(variables)
+  np.testing.assert_allclose(mapped[1], alone, rtol=1e-5, atol=1e-6)
   assert np.isfinite(float(eager))
 
 
