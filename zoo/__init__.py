@@ -1,6 +1,7 @@
 """The attention zoo: attention mechanisms as pure functions and thin Flax linen modules.
 
-Shape letters: B batch, L length, Q queries, K keys/values, D width, H heads, Dh head width, V vocab.
+Shape letters: B batch, L length, Q queries, K keys/values, D width, H heads, Dh head width,
+V vocab.
 Masks are boolean, True = may attend; a row with nothing to attend to gets zero weights, never NaN.
 Each module's docstring has its math; everything below is importable from `zoo` directly.
 
@@ -14,8 +15,8 @@ Each module's docstring has its math; everything below is importable from `zoo` 
   self_attention  SimpleSelfAttention (softmax(X X^T) X), SelfAttention (Q/K/V projections)
   positional      sinusoidal_encoding(_at), SinusoidalPositionEncoding, LearnedPositionEmbedding
   multihead       MultiHeadAttention: head_attention (one head, a pure function) vmapped over
-                  heads; flax's parameter layout, implementation='vmap'|'fused', num_kv_heads,
-                  key/value cache
+                  heads; flax's parameter layout, implementation='vmap'|'fused'|'auto',
+                  num_kv_heads, key/value cache
   transformer     PositionwiseFFN, EncoderBlock, DecoderBlock (post- or pre-norm),
                   TransformerEncoder/TransformerDecoder stacks, Transformer (cached decode_step)
   recurrent       LSTM, BiLSTM, LSTMLayer (per-example lengths), lstm_step, lstm_update,

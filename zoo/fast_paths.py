@@ -218,9 +218,10 @@ def cudnn_weights_to_lstm(weights: jax.Array, input_size: int, hidden_size: int,
 
 def _states_to_cudnn(states: Sequence[recurrent.LSTMState], n: int) -> tuple[jax.Array, jax.Array]:
   """Per-layer LSTMState (B, n*H) -> h_0, c_0 (layers * n, B, H)."""
+  directions_first = recurrent._directions_first  # pylint: disable=protected-access
+
   def stack(parts):
-    return jnp.concatenate([recurrent._directions_first(p.astype(jnp.float32), n)  # pylint: disable=protected-access
-                            for p in parts])
+    return jnp.concatenate([directions_first(p.astype(jnp.float32), n) for p in parts])
   return stack([s.h for s in states]), stack([s.c for s in states])
 
 

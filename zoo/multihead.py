@@ -11,7 +11,10 @@ head gets its own), and projects the heads back. Its parameters are laid out exa
 With `implementation='fused'` the scaled-dot score runs through `jax.nn.dot_product_attention`
 instead of the explicit vmap, on the back end `zoo.fast_paths.attention_backend` picks: cuDNN flash
 attention on a GPU where dtype and shapes allow (bfloat16/float16, Dh <= 128 and a multiple of 8,
-key padding given as `valid_lens` (B,) and no other mask), XLA otherwise.
+key padding given as `valid_lens` (B,) and no other mask), XLA otherwise. `implementation='auto'`
+makes that choice per call (`zoo.fast_paths.multihead_implementation`): the fused path on a GPU
+where it computes what was asked for (score 'scaled_dot', no weights, no active dropout), the
+vmapped path otherwise; both have the same parameters and results.
 
 With `decode=True` the module keeps a key/value cache in the 'cache' collection for incremental
 decoding; see `MultiHeadAttention.__call__`.
@@ -35,7 +38,7 @@ from zoo import scoring
 Dtype = Any
 Initializer = Callable[..., jax.Array]
 
-IMPLEMENTATIONS: tuple[str, ...] = ("vmap", "fused")
+IMPLEMENTATIONS: tuple[str, ...] = ("vmap", "fused", "auto")
 
 # Scores without parameters are plain functions and map over heads with jax.vmap.
 _PARAMETER_FREE_SCORES: dict[str, Callable[[jax.Array, jax.Array], jax.Array]] = {
@@ -120,9 +123,10 @@ class MultiHeadAttention(nn.Module):
       'dropout' rng).
     use_bias: whether the four projections have biases.
     dtype: the dtype of the computation.
-    implementation: 'vmap' (the explicit per-head function) or 'fused'
+    implementation: 'vmap' (the explicit per-head function), 'fused'
       (jax.nn.dot_product_attention, cuDNN on a GPU where it applies; only for
-      score='scaled_dot', no weights, no dropout).
+      score='scaled_dot', no weights, no dropout) or 'auto' (per call: 'fused' on a GPU where it
+      applies, 'vmap' otherwise).
     num_kv_heads: Hkv for grouped-query attention (default H): query heads h*G ... h*G + G - 1 with
       G = H // Hkv share key/value head h.
     score_features: the hidden size of the 'additive' and 'concat' scores (default Dh); must be
@@ -175,9 +179,9 @@ class MultiHeadAttention(nn.Module):
     """Writes the new keys/values (B, T, Hkv, Dh) into the cache at cache_index.
 
     Returns the whole key cache and value cache, each (B, max_len, Hkv, Dh), and the mask bool
-    (1, 1, T, max_len) that lets new position i see the cached positions <= cache_index + i. On the call that creates the
-    cache (flax's convention: init or a first apply with the full-length input) nothing is written,
-    the inputs are returned unchanged and the mask is None.
+    (1, 1, T, max_len) that lets new position i see the cached positions <= cache_index + i. On
+    the call that creates the cache (flax's convention: init or a first apply with the full-length
+    input) nothing is written, the inputs are returned unchanged and the mask is None.
     """
     initialized = self.has_variable("cache", "cached_key")
     cached_key = self.variable("cache", "cached_key", jnp.zeros, key.shape, key.dtype)
@@ -242,7 +246,8 @@ class MultiHeadAttention(nn.Module):
       valid_lens: int (B,) (or (B, Q)): the number of valid keys; later keys are padding. ANDed with
         `mask`. When decoding it counts positions of the whole cache.
       deterministic: False applies dropout to the attention weights.
-      return_weights: also return the weights (not available with implementation='fused').
+      return_weights: also return the weights (not available with implementation='fused';
+        'auto' then runs the vmapped path).
       decode: incremental decoding with a key/value cache in the 'cache' collection (cached_key,
         cached_value (B, max_len, Hkv, Dh), cache_index int32 scalar shared by the batch). The call
         that creates the cache (init, or an apply without a cache) sizes it from the input, i.e.
@@ -265,11 +270,15 @@ class MultiHeadAttention(nn.Module):
     if decode:
       _checks.equal_dim(inputs_q, "inputs_q", 1, inputs_kv, "inputs_kv", 1)
     heads, kv_heads, head_dim = self._check_config(inputs_q.shape[-1])
-    fused = self.implementation == "fused"
+    dropout = self.dropout_rate > 0.0 and not deterministic
+    implementation = self.implementation
+    if implementation == "auto":
+      implementation = fast_paths.multihead_implementation(
+          score=self.score, dropout=dropout, return_weights=return_weights)
+    fused = implementation == "fused"
     if fused and return_weights:
       raise ValueError("return_weights=True: implementation='fused' does not compute the attention "
                        "weights; use implementation='vmap'")
-    dropout = self.dropout_rate > 0.0 and not deterministic
     if fused and dropout:
       raise ValueError(f"implementation='fused' has no attention dropout (dropout_rate="
                        f"{self.dropout_rate}, deterministic=False); use implementation='vmap'")

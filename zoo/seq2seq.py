@@ -239,8 +239,8 @@ class LuongDecoder(_AttentionDecoder):
 
   The bottom LSTM layer reads [embedding; previous attentional vector]; the top layer's output,
   after dropout (the same rate as between the LSTM layers), queries input_proj(encoder outputs)
-  with a dot score, masked by `src_lens`; tanh(output_proj([context; top output])) is the attentional vector, which gives the
-  logits and is fed to the next step. Fields: see `_Sizes`, and
+  with a dot score, masked by `src_lens`; tanh(output_proj([context; top output])) is the
+  attentional vector, which gives the logits and is fed to the next step. Fields: see `_Sizes`, and
     output_activation: applied to output_proj's result; tanh (Luong et al.'s attentional vector)
       by default. The Paddle chapter applies none: pass None to reproduce it exactly.
 

@@ -13,7 +13,7 @@ AddNorm), or pre-norm form, x = x + dropout(f(LN(x))) (`normalize_before=True`, 
 which case a stack ends with a final LayerNorm. Masks are built once at the top (True = may attend)
 and passed down unchanged. Attention weights are sown into the 'intermediates' collection as
 'self_attention_weights' and 'cross_attention_weights' (B, H, Q, K) when that collection is mutable
-and implementation='vmap' (the fused path does not compute weights).
+and implementation is 'vmap' or 'auto' (the fused path does not compute weights).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class _Sublayers(nn.Module):
     activation: the FFN's nonlinearity.
     qkv_features: H * Dh of every attention; default D.
     num_kv_heads: key/value heads of the self-attention and cross-attention (grouped-query).
-    implementation: 'vmap' or 'fused' (see MultiHeadAttention).
+    implementation: 'vmap', 'fused' or 'auto' (see MultiHeadAttention).
     layer_norm_epsilon: LayerNorm's epsilon (1e-5, as PyTorch and Paddle).
     dtype: the dtype of the computation.
     param_dtype: the dtype parameters are stored in.
@@ -135,7 +135,8 @@ class _Sublayers(nn.Module):
                              dropout_rate=rate, num_kv_heads=self.num_kv_heads,
                              implementation=self.implementation, dtype=self.dtype,
                              param_dtype=self.param_dtype, name=name)
-    sow = self.implementation == "vmap" and self.is_mutable_collection("intermediates")
+    # 'auto' runs the vmapped path whenever weights are asked for.
+    sow = self.implementation != "fused" and self.is_mutable_collection("intermediates")
     result = mha(queries, keys, mask=mask, deterministic=deterministic, return_weights=sow,
                  decode=decode)
     if not sow:

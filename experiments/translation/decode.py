@@ -4,8 +4,9 @@ command.
     python -m experiments translate "I won !" "Go ." --workdir runs/translation-transformer \
         [--beam 4] [--num-results 3] [--length-penalty 0.6] [--heatmap attention.png]
 
-prints one line per input (the best translation, its log-probability, the input), the other beam
-hypotheses below it with --num-results, and with --heatmap saves the source-target attention of
+prints one line per input (the best translation, its score: the log-probability, length-penalized
+for beam search with a penalty, and the input), the other beam hypotheses below it with
+--num-results, and with --heatmap saves the source-target attention of
 the best translation as a PNG (numbered out-1.png, out-2.png ... for several inputs).
 
 `search` is compiled once per model configuration, beam size and padded batch shape; the
@@ -117,13 +118,18 @@ def translate_command(args: argparse.Namespace, print_fn: Callable[[str], None] 
                                          getattr(args, "data_dir", None))
   beam = args.beam_size or 1
   num_results = max(1, min(args.num_results or 1, beam))
+  alpha = getattr(args, "length_penalty", None)
+  if beam == 1:
+    alpha, search = 0.0, "greedy search"
+  else:
+    alpha = task.config.data.length_penalty if alpha is None else alpha
+    search = f"beam search, beam {beam}, length penalty {alpha:g}"
+  score = "log-probability" if alpha == 0 else "length-penalized log-probability"
   translations = task.translate(params, list(args.inputs), beam_size=beam,
-                                num_results=num_results,
-                                length_penalty=getattr(args, "length_penalty", None),
+                                num_results=num_results, length_penalty=alpha,
                                 with_attention=bool(args.heatmap))
-  search = "greedy search" if beam == 1 else f"beam search, beam {beam}"
   print_fn(f"# {task.config.model_name} from {args.workdir} ({args.checkpoint} checkpoint, step "
-           f"{step}), {search}: translation, log-probability, input")
+           f"{step}), {search}: translation, {score}, input")
   paths = ([None] * len(translations) if not args.heatmap
            else heatmap_paths(args.heatmap, len(translations)))
   for translation, path in zip(translations, paths):

@@ -107,7 +107,45 @@ def test_fused_equals_vmap_with_masks_lengths_and_empty_rows():
   # Rows with nothing to attend to: zero weights, and the output is just the out bias.
   np.testing.assert_array_equal(weights[0], 0.0)
   np.testing.assert_array_equal(weights[1, :, 2], 0.0)
-  np.testing.assert_allclose(out[0], np.broadcast_to(variables["params"]["out"]["bias"], (Q, D_OUT)))
+  out_bias = variables["params"]["out"]["bias"]
+  np.testing.assert_allclose(out[0], np.broadcast_to(out_bias, (Q, D_OUT)))
+
+
+def test_auto_runs_the_path_the_platform_choice_names(monkeypatch):
+  # On this CPU 'auto' is the vmapped path; with the choice made as on a GPU it is the fused path
+  # where that computes what was asked for, and the vmapped one for weights, dropout, other scores.
+  inputs_q, inputs_kv, mask, valid_lens = _fully_masked_case()
+  vmap_mha, fused_mha, auto_mha = (_zoo_mha(dropout_rate=0.5, implementation=name)
+                                   for name in ("vmap", "fused", "auto"))
+  variables = random_variables(vmap_mha, inputs_q, inputs_kv)
+  chosen, real = [], fast_paths.multihead_implementation
+
+  def run(platform):
+    def choose(**kwargs):
+      chosen.append(real(**kwargs, backend=platform))
+      return chosen[-1]
+    monkeypatch.setattr(fast_paths, "multihead_implementation", choose)
+
+    @jax.jit
+    def outputs(variables):
+      plain = dict(mask=mask, valid_lens=valid_lens)
+      weighted = dict(plain, return_weights=True)
+      dropped = dict(plain, deterministic=False, rngs={"dropout": jax.random.key(2)})
+      auto = [auto_mha.apply(variables, inputs_q, inputs_kv, **kw)
+              for kw in (plain, weighted, dropped)]
+      expected = [(fused_mha if platform == "gpu" else vmap_mha).apply(
+                       variables, inputs_q, inputs_kv, **plain),
+                  vmap_mha.apply(variables, inputs_q, inputs_kv, **weighted),
+                  vmap_mha.apply(variables, inputs_q, inputs_kv, **dropped)]
+      return auto, expected
+
+    return outputs(variables)
+
+  for platform in ("cpu", "gpu"):
+    chosen.clear()
+    auto, expected = run(platform)
+    assert chosen == (["vmap"] * 3 if platform == "cpu" else ["fused", "vmap", "vmap"])
+    chex.assert_trees_all_equal(auto, expected)
 
 
 def test_one_head_is_a_pure_function_equal_to_single_head_attention():
