@@ -7,8 +7,8 @@ Full-data runs (the seed's settings; meant for a GPU, not run here):
     python -m experiments train couplet --model transformer \
         --data-dir /work/shared/data/couplet/couplet.tar.gz --workdir runs/couplet-transformer
 
-CPU-sized runs on a stated subset of the same data (`--model lstm_cpu` / `transformer_cpu`, about
-20-30 minutes each on 2 CPU cores); their measured results are in docs/RESULTS.md, "Chinese
+CPU-sized runs on a stated subset of the same data (`--model lstm_cpu` / `transformer_cpu`, 15
+and 29 minutes of training on one core of a 2-core AMD EPYC); their measured results are in docs/RESULTS.md, "Chinese
 couplets". Without --data-dir the shipped sample (9,065 train, 447 dev, 488 test couplets) is used.
 
 Every run trains with teacher forcing on the masked token cross-entropy, keeps the parameters with
@@ -128,12 +128,10 @@ def transformer() -> config_lib.Config:
                                          grad_clip_norm=5.0))
 
 
-CPU_STEPS = 3000  # 384,000 training couplets: the first of the seed-0 shuffle of epoch 0
-
-
-def _cpu_train() -> config_lib.TrainConfig:
-  """3,000 steps of batch 128 (each couplet of the subset seen once), dev every 1,000 steps."""
-  return config_lib.TrainConfig(batch_size=128, num_steps=CPU_STEPS, log_every=100,
+def _cpu_train(num_steps: int) -> config_lib.TrainConfig:
+  """`num_steps` of batch 128: the first 128 * num_steps couplets of the seed-0 shuffle of the
+  training split, each seen once; dev every 1,000 steps."""
+  return config_lib.TrainConfig(batch_size=128, num_steps=num_steps, log_every=100,
                                 eval_every=1000, checkpoint_every=500)
 
 
@@ -147,23 +145,23 @@ def lstm_cpu() -> config_lib.Config:
   """The seed's LSTM at half width for 2 CPU cores, on a subset: embeddings 128, 2-layer LSTMs of
   128, Luong attention with input feeding, dropout 0.2; batch 128, Adam with 100 warm-up steps to
   2e-3 then cosine decay to 2e-4 (the seed's constant 1e-3 learns too slowly for this budget: dev
-  perplexity 284 after 1,000 steps), clipping 5.0; 3,000 steps = the first 384,000 couplets
-  (56%) of the seed-0 shuffle of the full training split, each seen once. Result in
+  perplexity 284 after 1,000 steps), clipping 5.0; 2,000 steps = the first 256,000 couplets
+  (37%) of the seed-0 shuffle of the full training split, each seen once. Result in
   docs/RESULTS.md."""
-  return _run(LuongConfig(embed_dim=128, hidden_size=128), _cpu_train(),
+  return _run(LuongConfig(embed_dim=128, hidden_size=128), _cpu_train(2000),
               config_lib.OptimizerConfig(name="adam", learning_rate=2e-3, schedule="cosine",
                                          warmup_steps=100, min_lr_ratio=0.1, grad_clip_norm=5.0),
               _cpu_data())
 
 
 def transformer_cpu() -> config_lib.Config:
-  """A small Transformer for 2 CPU cores on the same subset as lstm_cpu: D 128, 4 heads, FFN 512,
+  """A small Transformer for 2 CPU cores on the same shuffle as lstm_cpu: D 128, 4 heads, FFN 512,
   2 + 2 pre-norm layers, dropout 0.1, shared tied embeddings; batch 128, Adam (0.9, 0.98) with 200
-  warm-up steps to 1e-3 then cosine decay to 1e-4, clipping 5.0; 3,000 steps (the same 384,000
-  couplets). Result in docs/RESULTS.md."""
+  warm-up steps to 1e-3 then cosine decay to 1e-4, clipping 5.0; 3,000 steps (the first 384,000
+  couplets, 56%, of the same shuffle). Result in docs/RESULTS.md."""
   return _run(_transformer(model_dim=128, num_heads=4, ffn_hidden=512, num_encoder_layers=2,
                             num_decoder_layers=2),
-              _cpu_train(),
+              _cpu_train(3000),
               config_lib.OptimizerConfig(name="adam", learning_rate=1e-3, b2=0.98, eps=1e-9,
                                          schedule="cosine", warmup_steps=200, min_lr_ratio=0.1,
                                          grad_clip_norm=5.0),

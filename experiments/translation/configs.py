@@ -7,7 +7,7 @@ Full-size runs (meant for a GPU; not run in this project so far, see docs/RESULT
     python -m experiments train translation --model bahdanau \
         --data-dir /work/shared/data/fra-eng/fra-eng.zip --workdir runs/translation-bahdanau
 
-CPU-sized runs (about 20 minutes each on 2 CPU cores; the measured results are in
+CPU-sized runs (31 and 16 minutes on one core of a 2-core AMD EPYC; the measured results are in
 docs/RESULTS.md, "English->French translation"): `--model transformer_cpu` / `bahdanau_cpu`.
 They are far too small to reach the goals; they show the pipeline end to end on the full data.
 
@@ -184,7 +184,7 @@ def _cpu_data() -> TranslationDataConfig:
 
 
 def transformer_cpu() -> config_lib.Config:
-  """A Transformer sized for about 20 minutes on 2 CPU cores: D 128, 4 heads, FFN 512, 2 + 2
+  """A Transformer sized for a 2-core CPU (31 minutes on one core): D 128, 4 heads, FFN 512, 2 + 2
   pre-norm layers, dropout 0.1, label smoothing 0.1, the data of `_cpu_data`; batch 128, Adam
   (0.9, 0.98) with 400 warm-up steps to 2e-3 then cosine decay, 3,500 steps (about 3 epochs), dev
   BLEU every 1,750 steps. Result in docs/RESULTS.md."""
@@ -200,7 +200,7 @@ def transformer_cpu() -> config_lib.Config:
 
 
 def bahdanau_cpu() -> config_lib.Config:
-  """A Bahdanau seq2seq sized for about 20 minutes on 2 CPU cores: embeddings 128, 2-layer LSTMs
+  """A Bahdanau seq2seq sized for a 2-core CPU (16 minutes on one core): embeddings 128, 2-layer LSTMs
   of 128, dropout 0.1, the data of `_cpu_data`; batch 128, Adam 2e-3 with 100 warm-up steps and
   cosine decay, gradients clipped to 1, 2,300 steps (2 epochs), dev BLEU every 1,150 steps.
   Result in docs/RESULTS.md."""
