@@ -23,7 +23,8 @@ kept, in `vocab_dir` (None: nothing is written).
 
 Batches (numpy, leading axis b = batch_size // process_count; see pipelines.batching):
   SentimentData: 'tokens' int32 (b, L), 'lengths' int32 (b,), 'label' int32 (b,) (0 negative,
-      1 positive), 'index' int32 (b,), 'weight' float32 (b,).
+      1 positive), 'index' int32 (b,), 'weight' float32 (b,); with the option bigrams=True also
+      'bigrams' int32 (b, L): the id of each word's bigram with the word before it.
   TranslationData, CoupletData: 'src' int32 (b, Ls): source ids followed by eos; 'src_len' (b,);
       'tgt_in' int32 (b, Lt): bos followed by the target ids (decoder input, teacher forcing);
       'tgt_out' int32 (b, Lt): the target ids followed by eos (what the decoder predicts);
@@ -113,6 +114,10 @@ class SentimentOptions:
     dev_fraction: the part of train that becomes 'dev', taken per label so that dev keeps the
       label balance, by a fixed permutation seeded by `split_seed`. The vocabulary is built from
       the rest of train only.
+    bigrams: also give every word its bigram with the word before it (pipelines.text.word_bigrams)
+      as the field 'bigrams', aligned with 'tokens' (same length, position t for word t), with
+      its own vocabulary (bigrams seen at least `bigram_min_freq` times in the training part,
+      at most `bigram_max_size`, kept in 'imdb_bigram_vocab.json').
   """
   max_len: int = 256
   boundaries: tuple[int, ...] | None = None
@@ -120,6 +125,9 @@ class SentimentOptions:
   max_size: int | None = None
   dev_fraction: float = 0.1
   split_seed: int = 0
+  bigrams: bool = False
+  bigram_min_freq: int = 3
+  bigram_max_size: int | None = None
 
   def __post_init__(self):
     _positive_int(self.max_len, "max_len")
@@ -464,13 +472,13 @@ class SentimentData(TaskData):
 
   Args:
     train, test: the records of IMDB's train and test splits ({'text', 'label', ...}).
-    vocab_dir: where the vocabulary file ('imdb_vocab.json') is kept; None: not saved.
+    vocab_dir: where the vocabulary files ('imdb_vocab.json', with bigrams also
+      'imdb_bigram_vocab.json') are kept; None: not saved.
     **options: see SentimentOptions (max_len=256, boundaries, min_freq=5, max_size,
-      dev_fraction=0.1, split_seed=0).
+      dev_fraction=0.1, split_seed=0, bigrams=False, bigram_min_freq=3, bigram_max_size).
   """
 
   task = "imdb"
-  length_keys = {"tokens": "lengths"}
   options_class = SentimentOptions
 
   def __init__(self, train: Records, test: Records, *,
@@ -507,26 +515,51 @@ class SentimentData(TaskData):
                                           "dev_fraction": opts.dev_fraction,
                                           "split_seed": opts.split_seed})
     self.report["vocab"] = {"imdb_vocab.json": how}
+    self.bigram_vocab = None
+    if opts.bigrams:
+      path = (None if vocab_dir is None
+              else os.path.join(os.fspath(vocab_dir), "imdb_bigram_vocab.json"))
+      self.bigram_vocab, how = _vocab_for(
+          path, lambda: (text_lib.word_bigrams(tokens["train"][i]) for i in parts["train"]),
+          min_freq=opts.bigram_min_freq, max_size=opts.bigram_max_size,
+          metadata={"task": "imdb", "tokenizer": "imdb_tokenize+word_bigrams",
+                    "train_examples": len(parts["train"]), "dev_fraction": opts.dev_fraction,
+                    "split_seed": opts.split_seed})
+      self.report["vocab"]["imdb_bigram_vocab.json"] = how
 
     for split in SPLITS:
       source = "test" if split == "test" else "train"
-      ids, truncated = _encode(self.vocab, [tokens[source][i] for i in parts[split]],
-                               opts.max_len)
-      self.splits[split] = Split({"tokens": ids},
-                                 {"label": labels[source][parts[split]],
-                                  "index": np.arange(len(ids), dtype=np.int32)})
+      words = [tokens[source][i] for i in parts[split]]
+      ids, truncated = _encode(self.vocab, words, opts.max_len)
+      sequences = {"tokens": ids}
+      if opts.bigrams:  # from the kept words only, so position t is word t's bigram
+        sequences["bigrams"], _ = _encode(
+            self.bigram_vocab, [text_lib.word_bigrams(w[:opts.max_len]) for w in words],
+            opts.max_len)
+      self.splits[split] = Split(sequences, {"label": labels[source][parts[split]],
+                                             "index": np.arange(len(ids), dtype=np.int32)})
       counts[split].update(kept=len(ids), truncated={"tokens": truncated})
-      self._finish_report(split, counts[split], {"tokens": "tokens"})
+      fields = {"tokens": "tokens", **({"bigrams": "bigrams"} if opts.bigrams else {})}
+      self._finish_report(split, counts[split], fields)
+
+  @property
+  def length_keys(self) -> dict[str, str | None]:  # bigrams are exactly as long as the tokens
+    return {"tokens": "lengths", **({"bigrams": None} if self.options.bigrams else {})}
 
   @property
   def boundaries(self) -> dict[str, tuple[int, ...]]:
-    return {"tokens": self.options.boundaries}
+    bounds = self.options.boundaries
+    return {"tokens": bounds, **({"bigrams": bounds} if self.options.bigrams else {})}
 
   def vocab_files(self) -> dict[str, Vocab]:
-    return {"imdb_vocab.json": self.vocab}
+    files = {"imdb_vocab.json": self.vocab}
+    if self.options.bigrams:
+      files["imdb_bigram_vocab.json"] = self.bigram_vocab
+    return files
 
   def _set_vocabs(self, vocabs: Mapping[str, Vocab]) -> None:
     self.vocab = vocabs["imdb_vocab.json"]
+    self.bigram_vocab = vocabs.get("imdb_bigram_vocab.json")
 
   @classmethod
   def load(cls, source: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None,

@@ -34,6 +34,12 @@ Couplets (`couplet_tokenize`): the lines are stored with their characters separa
 the tokens are the whitespace-separated pieces; a piece longer than one character (a line that was
 not spaced) is split into its characters, so a token is always one character.
 
+Bigrams (`word_bigrams`): the feature a bag-of-n-grams model adds to each word, its pair with the
+word before it, as one string "previous word": the first word pairs with the start marker "<s>",
+so the list is exactly as long as the words and position t of it belongs to word t:
+["not", "good", "."] -> ["<s> not", "not good", "good ."]. Words never contain spaces, so the
+pair is unambiguous.
+
 Detokenizers turn tokens back into the text that BLEU (sacrebleu) scores: `fra_eng_detokenize`
 joins with spaces and removes the space before `, . ! ?`; `couplet_detokenize` joins the characters
 with nothing between them. Score a hypothesis against a reference that went through the same
@@ -113,6 +119,14 @@ def couplet_tokenize(text: Text) -> list[str]:
 def couplet_detokenize(tokens: Sequence[str]) -> str:
   """Joins couplet characters with nothing between them: ["晚", "风"] -> "晚风"."""
   return "".join(tokens)
+
+
+BIGRAM_START = "<s>"
+
+
+def word_bigrams(words: Sequence[str]) -> list[str]:
+  """Each word with the one before it: ["not", "good"] -> ["<s> not", "not good"] (same length)."""
+  return [f"{prev} {word}" for prev, word in zip([BIGRAM_START, *words[:-1]], words)]
 
 
 def imdb_detokenize(tokens: Sequence[str]) -> str:

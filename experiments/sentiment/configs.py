@@ -40,6 +40,10 @@ class SentimentDataConfig:
     split_seed: seeds the choice of dev reviews.
     prepared_dir: where prepared datasets are stored (None: $ZOO_DATA_DIR or
       ~/.cache/attention_zoo).
+    bigrams: also feed each word's bigram with the word before it (own vocabulary of the bigrams
+      seen at least bigram_min_freq times in the training part); only the models whose config has
+      `reads_bigrams` (the BiLSTMs and ngram_attn) use them.
+    bigram_min_freq: see bigrams.
   """
   max_len: int = 256
   buckets: tuple[int, ...] | None = None
@@ -48,6 +52,18 @@ class SentimentDataConfig:
   dev_fraction: float = 0.1
   split_seed: int = 0
   prepared_dir: str | None = None
+  bigrams: bool = False
+  bigram_min_freq: int = 3
+
+
+# Every model config has `build(vocab_size, dtype, param_dtype, bigram_vocab_size=0)`; those with
+# `reads_bigrams` build models that add word-bigram embeddings when bigram_vocab_size > 0.
+
+
+def _no_bigrams(name: str, bigram_vocab_size: int) -> None:
+  if bigram_vocab_size:
+    raise ValueError(f"{name} does not read word bigrams: set data.bigrams=false, or use a BiLSTM "
+                     f"model or ngram_attn")
 
 
 @dataclasses.dataclass
@@ -57,13 +73,16 @@ class BiLSTMMeanConfig:
   hidden_size: int = 128
   num_layers: int = 1
   dropout_rate: float = 0.0
+  reads_bigrams = True
 
-  def encoder(self, vocab_size: int, dtype: Any, param_dtype: Any) -> models.BiLSTMEncoder:
+  def encoder(self, vocab_size: int, dtype: Any, param_dtype: Any,
+              bigram_vocab_size: int = 0) -> models.BiLSTMEncoder:
     return models.BiLSTMEncoder(vocab_size, self.embed_dim, self.hidden_size, self.num_layers,
-                                self.dropout_rate, dtype, param_dtype)
+                                self.dropout_rate, dtype, param_dtype, bigram_vocab_size)
 
-  def build(self, vocab_size: int, dtype: Any, param_dtype: Any) -> nn.Module:
-    return models.BiLSTMMeanPool(self.encoder(vocab_size, dtype, param_dtype))
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any,
+            bigram_vocab_size: int = 0) -> nn.Module:
+    return models.BiLSTMMeanPool(self.encoder(vocab_size, dtype, param_dtype, bigram_vocab_size))
 
 
 @dataclasses.dataclass
@@ -72,9 +91,11 @@ class BiLSTMAttentionConfig(BiLSTMMeanConfig):
   score: str = "additive"
   score_features: int | None = None
 
-  def build(self, vocab_size: int, dtype: Any, param_dtype: Any) -> nn.Module:
-    return models.BiLSTMAttentionPool(self.encoder(vocab_size, dtype, param_dtype),
-                                      score=self.score, score_features=self.score_features)
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any,
+            bigram_vocab_size: int = 0) -> nn.Module:
+    return models.BiLSTMAttentionPool(
+        self.encoder(vocab_size, dtype, param_dtype, bigram_vocab_size), score=self.score,
+        score_features=self.score_features)
 
 
 @dataclasses.dataclass
@@ -84,10 +105,26 @@ class BiLSTMSelfAttentionConfig(BiLSTMMeanConfig):
   score: str = "scaled_dot"
   attention_dropout: float = 0.0
 
-  def build(self, vocab_size: int, dtype: Any, param_dtype: Any) -> nn.Module:
-    return models.BiLSTMSelfAttention(self.encoder(vocab_size, dtype, param_dtype),
-                                      num_heads=self.num_heads, score=self.score,
-                                      attention_dropout=self.attention_dropout)
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any,
+            bigram_vocab_size: int = 0) -> nn.Module:
+    return models.BiLSTMSelfAttention(
+        self.encoder(vocab_size, dtype, param_dtype, bigram_vocab_size), num_heads=self.num_heads,
+        score=self.score, attention_dropout=self.attention_dropout)
+
+
+@dataclasses.dataclass
+class NgramAttentionConfig:
+  """NgramAttentionPool: embed_dim, score, score_features, dropout_rate."""
+  embed_dim: int = 64
+  score: str = "additive"
+  score_features: int | None = None
+  dropout_rate: float = 0.0
+  reads_bigrams = True
+
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any,
+            bigram_vocab_size: int = 0) -> nn.Module:
+    return models.NgramAttentionPool(vocab_size, self.embed_dim, bigram_vocab_size, self.score,
+                                     self.score_features, self.dropout_rate, dtype, param_dtype)
 
 
 @dataclasses.dataclass
@@ -98,8 +135,11 @@ class SANetConfig:
   position_encoding: bool = True
   dropout_rate: float = 0.1
   attention_dropout: float = 0.0
+  reads_bigrams = False
 
-  def build(self, vocab_size: int, dtype: Any, param_dtype: Any) -> nn.Module:
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any,
+            bigram_vocab_size: int = 0) -> nn.Module:
+    _no_bigrams("sanet", bigram_vocab_size)
     return models.SANet(vocab_size, self.embed_dim, self.num_heads, self.position_encoding,
                         self.dropout_rate, self.attention_dropout, dtype, param_dtype)
 
@@ -114,8 +154,11 @@ class TransformerConfig:
   ffn_hidden: int = 256
   dropout_rate: float = 0.1
   normalize_before: bool = True
+  reads_bigrams = False
 
-  def build(self, vocab_size: int, dtype: Any, param_dtype: Any) -> nn.Module:
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any,
+            bigram_vocab_size: int = 0) -> nn.Module:
+    _no_bigrams("the Transformer classifier", bigram_vocab_size)
     return models.TransformerClassifier(vocab_size, self.embed_dim, self.num_layers,
                                         self.num_heads, self.ffn_hidden, self.dropout_rate,
                                         self.normalize_before, dtype, param_dtype)
@@ -170,6 +213,20 @@ def transformer() -> config_lib.Config:
   return _seed_protocol(TransformerConfig())
 
 
+def ngram_attn() -> config_lib.Config:
+  """Word + bigram embeddings (E 64) -> additive attention pooling -> dense, on whole reviews.
+
+  Not the seed protocol: the push toward 0.895 test accuracy. Reviews keep their first 1,024
+  tokens (98% of them whole), every word also carries its bigram with the word before it (the
+  bigrams seen at least 3 times in the training part), dropout 0.5 on the embeddings and the pooled
+  vector, Adam 1e-3, 5 epochs, the best of them by dev accuracy kept.
+  """
+  config = _seed_protocol(NgramAttentionConfig(embed_dim=64, dropout_rate=0.5))
+  config.data = SentimentDataConfig(max_len=1024, bigrams=True)
+  config.train.num_epochs = 5
+  return config
+
+
 CONFIGS = {
     "bilstm_mean": bilstm_mean,
     "bilstm_attn_additive": bilstm_attn_additive,
@@ -179,5 +236,6 @@ CONFIGS = {
     "bilstm_mha": bilstm_mha,
     "sanet": sanet,
     "transformer": transformer,
+    "ngram_attn": ngram_attn,
 }
 DEFAULT_MODEL = "bilstm_mean"

@@ -10,6 +10,11 @@ Every model maps token ids (B, L) and their lengths (B,) to `(logits, weights)`:
              over heads (row i is how query word i spreads its attention; padded rows are zero).
 `word_weights` turns either kind into one weight per word that sums to 1 over the real words.
 
+Word bigrams: the BiLSTM models and NgramAttentionPool can also read, per word, the id of its
+bigram with the word before it (pipelines SentimentData with bigrams=True: 'bigrams' (B, L),
+aligned with the tokens); built with `bigram_vocab_size` > 0, they add a bigram embedding to each
+word's embedding and must be called with `bigrams=`.
+
 The models (the nndl chapter 8 comparison and the Gluon SANet post):
   BiLSTMMeanPool       embedding -> BiLSTM -> masked mean pooling -> dense
   BiLSTMAttentionPool  embedding -> BiLSTM -> zoo.AttentionPooling (any score) -> dense
@@ -18,6 +23,8 @@ The models (the nndl chapter 8 comparison and the Gluon SANet post):
                        pooling -> dropout -> dense
   TransformerClassifier  embedding + positions -> Transformer encoder blocks -> masked mean
                        pooling -> dense
+  NgramAttentionPool   word (+ bigram) embeddings -> zoo.AttentionPooling -> dense: a bag of
+                       n-grams weighted by attention (fastText with a learned pooling query)
 """
 
 from __future__ import annotations
@@ -81,6 +88,30 @@ def word_weights(weights: jax.Array, lengths: jax.Array) -> jax.Array:
   return jnp.einsum("bq,bqk->bk", rows, weights)
 
 
+def embed_words(module: nn.Module, tokens: jax.Array, bigrams: jax.Array | None) -> jax.Array:
+  """Token ids (B, L) -> embeddings (B, L, E), inside `module`'s compact call.
+
+  `module` has vocab_size, embed_dim, bigram_vocab_size, dtype and param_dtype. The word embedding
+  is its submodule 'embed'; with bigram_vocab_size > 0 each word's vector also gets the embedding
+  of its bigram with the word before it (submodule 'bigram_embed'), and `bigrams` (B, L) is needed.
+  """
+  x = nn.Embed(module.vocab_size, module.embed_dim, dtype=module.dtype,
+               param_dtype=module.param_dtype, name="embed")(tokens)  # (B, L, E)
+  if not module.bigram_vocab_size:
+    if bigrams is not None:
+      raise ValueError("bigrams were given to a model built without bigram_vocab_size: build it "
+                       "with the bigram vocabulary's size, or leave bigrams out")
+    return x
+  if bigrams is None:
+    raise ValueError(f"this model reads word bigrams (bigram_vocab_size "
+                     f"{module.bigram_vocab_size}): pass bigrams= (B, L), aligned with the tokens")
+  _checks.integer(bigrams, "bigrams")
+  if bigrams.shape != tokens.shape:
+    raise ValueError(f"bigrams {bigrams.shape} must have the shape of tokens {tokens.shape}")
+  return x + nn.Embed(module.bigram_vocab_size, module.embed_dim, dtype=module.dtype,
+                      param_dtype=module.param_dtype, name="bigram_embed")(bigrams)  # (B, L, E)
+
+
 class BiLSTMEncoder(nn.Module):
   """Token ids -> embeddings -> (multi-layer) BiLSTM outputs, zero at padded steps.
 
@@ -91,6 +122,7 @@ class BiLSTMEncoder(nn.Module):
     num_layers: stacked BiLSTM layers.
     dropout_rate: dropout on the embeddings and between LSTM layers (training only).
     dtype, param_dtype: computation and storage dtypes.
+    bigram_vocab_size: > 0 adds word-bigram embeddings (see embed_words).
   """
   vocab_size: int
   embed_dim: int = 128
@@ -99,13 +131,13 @@ class BiLSTMEncoder(nn.Module):
   dropout_rate: float = 0.0
   dtype: Dtype = jnp.float32
   param_dtype: Dtype = jnp.float32
+  bigram_vocab_size: int = 0
 
   @nn.compact
-  def __call__(self, tokens: jax.Array, lengths: jax.Array, *,
+  def __call__(self, tokens: jax.Array, lengths: jax.Array, *, bigrams: jax.Array | None = None,
                deterministic: bool = True) -> jax.Array:
-    """tokens int (B, L), lengths int (B,) -> outputs (B, L, 2H)."""
-    x = nn.Embed(self.vocab_size, self.embed_dim, dtype=self.dtype, param_dtype=self.param_dtype,
-                 name="embed")(tokens)  # (B, L, E)
+    """tokens int (B, L), lengths int (B,), bigrams int (B, L) or None -> outputs (B, L, 2H)."""
+    x = embed_words(self, tokens, bigrams)  # (B, L, E)
     x = nn.Dropout(self.dropout_rate)(x, deterministic=deterministic)
     outputs, _ = zoo.BiLSTM(self.hidden_size, num_layers=self.num_layers,
                             dropout_rate=self.dropout_rate, dtype=self.dtype,
@@ -138,9 +170,10 @@ class _BiLSTMModel(nn.Module):
   """
   encoder: BiLSTMEncoder
 
-  def encode(self, tokens, lengths, deterministic):
+  def encode(self, tokens, lengths, bigrams, deterministic):
     _check_inputs(tokens, lengths)
-    return self.encoder(tokens, lengths, deterministic=deterministic)  # (B, L, 2H)
+    return self.encoder(tokens, lengths, bigrams=bigrams,
+                        deterministic=deterministic)  # (B, L, 2H)
 
   def classify(self, pooled, deterministic):
     e = self.encoder
@@ -151,15 +184,16 @@ class _BiLSTMModel(nn.Module):
 class BiLSTMMeanPool(_BiLSTMModel):
   """embedding -> BiLSTM -> masked mean pooling -> dense: the baseline without attention.
 
-  `__call__(tokens (B, L), lengths (B,), *, deterministic=True) -> (logits (B, 2), weights (B, L))`;
+  `__call__(tokens (B, L), lengths (B,), *, bigrams=None, deterministic=True)
+  -> (logits (B, 2), weights (B, L))`;
   the weights are the uniform 1 / length of mean pooling, so the heatmap of the baseline is flat.
   Built as `BiLSTMMeanPool(BiLSTMEncoder(vocab_size, ...))`, like the other BiLSTM classifiers.
   """
 
   @nn.compact
-  def __call__(self, tokens: jax.Array, lengths: jax.Array, *,
+  def __call__(self, tokens: jax.Array, lengths: jax.Array, *, bigrams: jax.Array | None = None,
                deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
-    outputs = self.encode(tokens, lengths, deterministic)  # (B, L, 2H)
+    outputs = self.encode(tokens, lengths, bigrams, deterministic)  # (B, L, 2H)
     pooled = zoo.masked_mean_pool(outputs, lengths)  # (B, 2H)
     return self.classify(pooled, deterministic), mean_pool_weights(lengths, tokens.shape[1])
 
@@ -167,7 +201,8 @@ class BiLSTMMeanPool(_BiLSTMModel):
 class BiLSTMAttentionPool(_BiLSTMModel):
   """embedding -> BiLSTM -> attention pooling with a learned query -> dense (nndl 8.1).
 
-  `__call__(tokens (B, L), lengths (B,), *, deterministic=True) -> (logits (B, 2), weights (B, L))`.
+  `__call__(tokens (B, L), lengths (B,), *, bigrams=None, deterministic=True)
+  -> (logits (B, 2), weights (B, L))`.
 
   Attributes:
     score: the pooling score, one of zoo.SCORE_NAMES ('additive', 'dot', 'scaled_dot',
@@ -178,9 +213,9 @@ class BiLSTMAttentionPool(_BiLSTMModel):
   score_features: int | None = None
 
   @nn.compact
-  def __call__(self, tokens: jax.Array, lengths: jax.Array, *,
+  def __call__(self, tokens: jax.Array, lengths: jax.Array, *, bigrams: jax.Array | None = None,
                deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
-    outputs = self.encode(tokens, lengths, deterministic)  # (B, L, 2H)
+    outputs = self.encode(tokens, lengths, bigrams, deterministic)  # (B, L, 2H)
     pooled, weights = zoo.AttentionPooling(
         score=self.score, features=self.score_features, dtype=self.encoder.dtype,
         param_dtype=self.encoder.param_dtype, name="pool")(outputs, lengths)  # (B, 2H), (B, L)
@@ -190,7 +225,7 @@ class BiLSTMAttentionPool(_BiLSTMModel):
 class BiLSTMSelfAttention(_BiLSTMModel):
   """embedding -> BiLSTM -> multi-head self-attention -> masked mean pooling -> dense (nndl 8.2).
 
-  `__call__(tokens (B, L), lengths (B,), *, deterministic=True)
+  `__call__(tokens (B, L), lengths (B,), *, bigrams=None, deterministic=True)
   -> (logits (B, 2), weights (B, L, L) averaged over heads)`.
 
   Attributes:
@@ -203,9 +238,9 @@ class BiLSTMSelfAttention(_BiLSTMModel):
   attention_dropout: float = 0.0
 
   @nn.compact
-  def __call__(self, tokens: jax.Array, lengths: jax.Array, *,
+  def __call__(self, tokens: jax.Array, lengths: jax.Array, *, bigrams: jax.Array | None = None,
                deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
-    outputs = self.encode(tokens, lengths, deterministic)  # (B, L, 2H)
+    outputs = self.encode(tokens, lengths, bigrams, deterministic)  # (B, L, 2H)
     attended, weights = zoo.MultiHeadAttention(
         self.num_heads, score=self.score, dropout_rate=self.attention_dropout,
         dtype=self.encoder.dtype, param_dtype=self.encoder.param_dtype, name="attention")(
@@ -329,3 +364,45 @@ class TransformerClassifier(nn.Module):
                        "apply it with mutable=['intermediates']")
     last = encoder.variables["intermediates"][f"layers_{self.num_layers - 1}"]
     return logits, _head_mean(last["self_attention_weights"][-1], lengths)  # (B, L, L)
+
+
+class NgramAttentionPool(nn.Module):
+  """Word (+ bigram) embeddings -> dropout -> attention pooling with a learned query -> dense.
+
+  A bag of n-grams, as fastText (Joulin et al. 2017), whose average is replaced by zoo's attention
+  pooling, so the weights say which words (with their left neighbour) decided the label. With
+  bigrams each position's vector is its word embedding plus its bigram embedding.
+
+  `__call__(tokens (B, L), lengths (B,), *, bigrams=None, deterministic=True)
+  -> (logits (B, 2), weights (B, L))`.
+
+  Attributes:
+    vocab_size: V.
+    embed_dim: E.
+    bigram_vocab_size: the bigram vocabulary (0: words only).
+    score: the pooling score (zoo.SCORE_NAMES).
+    score_features: hidden size of the 'additive' / 'concat' scores (None: E).
+    dropout_rate: dropout on the embeddings and on the pooled vector.
+    dtype, param_dtype: computation and storage dtypes.
+  """
+  vocab_size: int
+  embed_dim: int = 64
+  bigram_vocab_size: int = 0
+  score: str = "additive"
+  score_features: int | None = None
+  dropout_rate: float = 0.0
+  dtype: Dtype = jnp.float32
+  param_dtype: Dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, tokens: jax.Array, lengths: jax.Array, *, bigrams: jax.Array | None = None,
+               deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
+    _check_inputs(tokens, lengths)
+    x = embed_words(self, tokens, bigrams)  # (B, L, E)
+    x = nn.Dropout(self.dropout_rate)(x, deterministic=deterministic)
+    pooled, weights = zoo.AttentionPooling(
+        score=self.score, features=self.score_features, dtype=self.dtype,
+        param_dtype=self.param_dtype, name="pool")(x, lengths)  # (B, E), (B, L)
+    logits = _Head(self.dropout_rate, self.dtype, self.param_dtype, name="head")(
+        pooled, deterministic=deterministic)
+    return logits, weights.astype(jnp.float32)

@@ -21,15 +21,18 @@ def load_run(workdir: str, checkpoint: str = "best", data_dir: str | None = None
              ) -> tuple[task_lib.SentimentTask, object, int]:
   """(task, parameters, step) of a trained sentiment run.
 
-  The vocabulary comes from `<workdir>/vocab.json` when the run saved one, else from the run's data
-  (`data_dir` overrides where that lives).
+  The vocabularies come from `<workdir>/vocab.json` (and bigram_vocab.json for a run with word
+  bigrams) when the run saved them, else from the run's data (`data_dir` overrides where that
+  lives).
   """
   config = trainer.load_config(workdir)
   if data_dir is not None:
     config.data_dir = data_dir
-  vocab_path = os.path.join(workdir, task_lib.VOCAB_FILE)
-  vocab = Vocab.load(vocab_path) if os.path.exists(vocab_path) else None
-  task = task_lib.SentimentTask(config, vocab=vocab)
+  vocabs = []
+  for name in (task_lib.VOCAB_FILE, task_lib.BIGRAM_VOCAB_FILE):
+    path = os.path.join(workdir, name)
+    vocabs.append(Vocab.load(path) if os.path.exists(path) else None)
+  task = task_lib.SentimentTask(config, vocab=vocabs[0], bigram_vocab=vocabs[1])
   params, step = trainer.restore_params(task, config, workdir, checkpoint)
   return task, params, step
 

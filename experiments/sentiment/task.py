@@ -1,9 +1,10 @@
 """The IMDB sentiment task: data, model, loss and metrics for the engine, and prediction.
 
 Batches come from pipelines.tasks.SentimentData ('tokens' int32 (B, L), 'lengths' (B,), 'label'
-(B,), 'weight' (B,)); the model is built from `config.model` (see configs.py) with the vocabulary
-size of the data. The data is opened on first use, so a task built only to predict (with the
-vocabulary saved in a run's workdir) never reads or tokenizes IMDB.
+(B,), 'weight' (B,), and 'bigrams' int32 (B, L) when config.data.bigrams); the model is built from
+`config.model` (see configs.py) with the vocabulary sizes of the data. The data is opened on first
+use, so a task built only to predict (with the vocabularies saved in a run's workdir) never reads
+or tokenizes IMDB.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pipelines.vocab import UNK_ID, Vocab
 
 LABELS = ("negative", "positive")
 VOCAB_FILE = "vocab.json"
+BIGRAM_VOCAB_FILE = "bigram_vocab.json"
 HEATMAP_FILE = "attention.png"
 DEMO_SENTENCE = "this great science fiction film is really awesome"
 
@@ -66,13 +68,19 @@ class SentimentTask(registry.Task):
     config: the run's Config (model: a configs.*Config with `build`, data: SentimentDataConfig).
     data: already loaded SentimentData (None: loaded from config.data_dir when first needed).
     vocab: the vocabulary to use without loading the data (e.g. the copy in a run's workdir).
+    bigram_vocab: the same for the bigram vocabulary (with config.data.bigrams).
   """
 
   def __init__(self, config: Config, *, data: SentimentData | None = None,
-               vocab: Vocab | None = None):
+               vocab: Vocab | None = None, bigram_vocab: Vocab | None = None):
     super().__init__(config)
+    if config.data.bigrams and not getattr(config.model, "reads_bigrams", False):
+      raise ValueError(f"data.bigrams is set, but the model {config.model_name or ''} "
+                       f"({type(config.model).__name__}) does not read bigrams: set "
+                       f"data.bigrams=false, or use a BiLSTM model or ngram_attn")
     self._data = data
     self._vocab = vocab
+    self._bigram_vocab = bigram_vocab
     self._model = None
     self._steps_per_epoch = None
     self._forward = jax.jit(self.forward)
@@ -87,12 +95,25 @@ class SentimentTask(registry.Task):
       self._data = SentimentData.load(
           source=self.config.data_dir, data_dir=d.prepared_dir, max_len=d.max_len,
           boundaries=d.buckets, min_freq=d.min_freq, max_size=d.max_vocab,
-          dev_fraction=d.dev_fraction, split_seed=d.split_seed)
+          dev_fraction=d.dev_fraction, split_seed=d.split_seed, bigrams=d.bigrams,
+          bigram_min_freq=d.bigram_min_freq)
     return self._data
 
   @property
   def vocab(self) -> Vocab:
     return self._vocab if self._vocab is not None else self.data.vocab
+
+  @property
+  def bigram_vocab(self) -> Vocab | None:
+    """The bigram vocabulary (None unless config.data.bigrams)."""
+    if not self.config.data.bigrams:
+      return None
+    if self._bigram_vocab is not None:
+      return self._bigram_vocab
+    if self.data.bigram_vocab is None:
+      raise ValueError("config.data.bigrams is set, but the data given to the task were loaded "
+                       "without bigrams (SentimentData(..., bigrams=True))")
+    return self.data.bigram_vocab
 
   def train_batches(self):
     tc = self.config.train
@@ -111,34 +132,48 @@ class SentimentTask(registry.Task):
   def example_batch(self) -> dict[str, np.ndarray]:
     """A full-width batch of one-token reviews: shapes for `init`, without reading the data."""
     size = self.config.train.batch_size
-    return {"tokens": np.full((size, self.config.data.max_len), UNK_ID, np.int32),
-            "lengths": np.ones(size, np.int32), "label": np.zeros(size, np.int32),
-            "weight": np.ones(size, np.float32)}
+    batch = {"tokens": np.full((size, self.config.data.max_len), UNK_ID, np.int32),
+             "lengths": np.ones(size, np.int32), "label": np.zeros(size, np.int32),
+             "weight": np.ones(size, np.float32)}
+    if self.config.data.bigrams:
+      batch["bigrams"] = batch["tokens"].copy()
+    return batch
 
   # -- model -----------------------------------------------------------------------------------------
 
   @property
   def model(self):
     if self._model is None:
-      self._model = self.config.model.build(len(self.vocab), self.config.compute_dtype,
-                                            self.config.storage_dtype)
+      bigrams = self.bigram_vocab
+      self._model = self.config.model.build(
+          len(self.vocab), self.config.compute_dtype, self.config.storage_dtype,
+          bigram_vocab_size=0 if bigrams is None else len(bigrams))
     return self._model
 
   def init(self, rng: jax.Array, batch) -> Any:
+    bigrams = batch.get("bigrams")
     return self.model.init({"params": rng}, jnp.asarray(batch["tokens"]),
-                           jnp.asarray(batch["lengths"]))["params"]
+                           jnp.asarray(batch["lengths"]),
+                           **({} if bigrams is None else {"bigrams": jnp.asarray(bigrams)})
+                           )["params"]
 
   def forward(self, params, tokens: jax.Array, lengths: jax.Array,
-              rng: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
-    """(logits float32 (B, 2), attention weights (B, L) or (B, L, L)); dropout when rng is given."""
+              rng: jax.Array | None = None,
+              bigrams: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """(logits float32 (B, 2), attention weights (B, L) or (B, L, L)); dropout when rng is given.
+
+    `bigrams` (B, L): the word-bigram ids, for a model built with the bigram vocabulary.
+    """
     rngs = {} if rng is None else {"dropout": rng}
+    extra = {} if bigrams is None else {"bigrams": bigrams}
     # 'intermediates' is where zoo's Transformer blocks sow their weights (TransformerClassifier).
     outputs, _ = self.model.apply({"params": params}, tokens, lengths, deterministic=rng is None,
-                                  rngs=rngs, mutable=["intermediates"])
+                                  rngs=rngs, mutable=["intermediates"], **extra)
     return outputs
 
   def loss(self, params, batch, rng):
-    logits, _ = self.forward(params, batch["tokens"], batch["lengths"], rng)  # (B, 2)
+    logits, _ = self.forward(params, batch["tokens"], batch["lengths"], rng,
+                             batch.get("bigrams"))  # (B, 2)
     labels = batch["label"]
     per_example = optax.softmax_cross_entropy_with_integer_labels(logits, labels)  # (B,)
     correct = (jnp.argmax(logits, axis=-1) == labels).astype(jnp.float32)  # (B,)
@@ -160,10 +195,13 @@ class SentimentTask(registry.Task):
     encoded = [self.encode(t) for t in texts]
     width = max(len(ids) for _, ids in encoded)
     tokens = np.zeros((len(texts), width), np.int32)  # (N, W), padded with pad = 0
-    for row, (_, ids) in enumerate(encoded):
+    bigrams = None if self.bigram_vocab is None else np.zeros_like(tokens)  # (N, W)
+    for row, (words, ids) in enumerate(encoded):
       tokens[row, :len(ids)] = ids
+      if bigrams is not None:
+        bigrams[row, :len(ids)] = self.bigram_vocab.encode(text_lib.word_bigrams(words))
     lengths = np.array([len(ids) for _, ids in encoded], np.int32)
-    logits, weights = self._forward(params, tokens, lengths)
+    logits, weights = self._forward(params, tokens, lengths, None, bigrams)
     probs = np.asarray(jax.nn.softmax(logits, axis=-1))  # (N, 2)
     per_word = np.asarray(models.word_weights(weights, lengths))  # (N, W)
     weights = np.asarray(weights, np.float32)
@@ -190,5 +228,7 @@ class SentimentTask(registry.Task):
   def on_train_end(self, params, workdir: str) -> None:
     """Keeps the vocabulary with the run (predict needs nothing else) and draws the demo heatmap."""
     self.vocab.save(os.path.join(workdir, VOCAB_FILE))
+    if self.bigram_vocab is not None:
+      self.bigram_vocab.save(os.path.join(workdir, BIGRAM_VOCAB_FILE))
     prediction = self.predict(jax.device_get(params), [DEMO_SENTENCE])[0]
     self.draw_heatmap(prediction, os.path.join(workdir, HEATMAP_FILE))

@@ -17,7 +17,9 @@ from experiments.sentiment import models
 from experiments.sentiment import predict as predict_lib
 from experiments.sentiment.task import SentimentTask
 from experiments.train_state import TrainState
+from pipelines import text as text_lib
 from pipelines.tasks import SentimentData
+from pipelines.vocab import Vocab
 
 B, L = 3, 11  # batch and padded width of the small batches
 LENGTHS = np.array([L, 4, 1], np.int32)
@@ -51,7 +53,8 @@ def _small_config(name: str, extra=()) -> config_lib.Config:
   cfg.experiment, cfg.model_name = "sentiment", name
   keys = set(config_lib.leaf_paths(cfg))
   wanted = [f"model.{s}" for s in SMALL if f"model.{s.split('=')[0]}" in keys]
-  return config_lib.override(cfg, wanted + list(extra))
+  # Word bigrams have tests of their own (the `sample` fixture has none).
+  return config_lib.override(cfg, wanted + ["data.bigrams=false"] + list(extra))
 
 
 @pytest.mark.parametrize("name", sorted(configs.CONFIGS))
@@ -134,3 +137,114 @@ def test_train_then_predict_prints_label_and_word_weights(tmp_path, capsys, samp
 def test_heatmap_paths_are_numbered_for_several_texts():
   assert predict_lib.heatmap_paths("a/out.png", 1) == ["a/out.png"]
   assert predict_lib.heatmap_paths("a/out.png", 2) == ["a/out-1.png", "a/out-2.png"]
+
+
+# ---- word bigrams
+
+
+@pytest.fixture(scope="module")
+def sample_bigrams():
+  return SentimentData.load(max_len=32, boundaries=(32,), bigrams=True)
+
+
+@pytest.fixture(scope="module")
+def bigram_batch(sample_bigrams):
+  """small_batch's reviews with their bigram ids (pad = 0 after the lengths)."""
+  batch = next(sample_bigrams.eval_batches("train", batch_size=B))
+  keep = np.arange(L)[None, :] < LENGTHS[:, None]
+  return {"tokens": np.where(keep, batch["tokens"][:, :L], 0).astype(np.int32),
+          "bigrams": np.where(keep, batch["bigrams"][:, :L], 0).astype(np.int32),
+          "lengths": LENGTHS, "label": batch["label"], "weight": np.ones(B, np.float32)}
+
+
+@pytest.mark.parametrize("name", ["ngram_attn", "bilstm_attn_additive", "bilstm_mha"])
+def test_bigram_models_add_a_bigram_embedding_and_train_it(name, sample_bigrams, bigram_batch):
+  cfg = _small_config(name, ["data.bigrams=true", "learning_rate=0.01"])
+  task = SentimentTask(cfg, data=sample_bigrams)
+  params = task.init(jax.random.key(0), bigram_batch)
+  leaves = jax.tree_util.tree_leaves_with_path(params)
+  embeds = {jax.tree_util.keystr(p): v.shape for p, v in leaves if "embed" in jax.tree_util.keystr(p)}
+  width = cfg.model.embed_dim
+  assert sorted(embeds.values()) == sorted([(len(sample_bigrams.vocab), width),
+                                            (len(sample_bigrams.bigram_vocab), width)]), embeds
+  # Other bigram ids change the output: the model reads them.
+  logits, _ = task.forward(params, bigram_batch["tokens"], bigram_batch["lengths"], None,
+                           bigram_batch["bigrams"])
+  shifted = np.where(bigram_batch["bigrams"] > 0, bigram_batch["bigrams"] % 50 + 4, 0)
+  other, _ = task.forward(params, bigram_batch["tokens"], bigram_batch["lengths"], None, shifted)
+  assert not np.allclose(logits, other)
+  tx = optax.adam(cfg.optimizer.learning_rate)
+  train_step = jax.jit(steps.make_train_step(task, tx))
+  state = TrainState.create(params, tx, jax.random.key(1))
+  losses = []
+  for _ in range(4):
+    state, metrics = train_step(state, bigram_batch)
+    losses.append(float(metrics["loss"][0] / metrics["loss"][1]))
+  assert losses[-1] < losses[0], losses
+  for (path, old), now in zip(jax.tree_util.tree_leaves_with_path(params),
+                              jax.tree.leaves(state.params)):
+    assert not np.array_equal(old, now), f"{name}: {jax.tree_util.keystr(path)} did not change"
+
+
+def test_ngram_attention_pool_matches_the_formula():
+  """logits = W (sum_t a_t x_t) + c with x_t = E[w_t] + F[b_t] and a the masked softmax of the
+  additive scores v . tanh(W_q q + W_k x_t)."""
+  model = models.NgramAttentionPool(vocab_size=9, embed_dim=5, bigram_vocab_size=7,
+                                    score_features=3)
+  tokens = np.array([[4, 5, 6, 0], [8, 7, 0, 0]], np.int32)
+  bigrams = np.array([[4, 6, 5, 0], [5, 4, 0, 0]], np.int32)
+  lengths = np.array([3, 2], np.int32)
+  params = model.init(jax.random.key(2), tokens, lengths, bigrams=bigrams)["params"]
+  logits, weights = model.apply({"params": params}, tokens, lengths, bigrams=bigrams)
+  p = jax.tree.map(np.asarray, params)
+  x = p["embed"]["embedding"][tokens] + p["bigram_embed"]["embedding"][bigrams]  # (2, 4, 5)
+  scorer = p["pool"]["scorer"]
+  hidden = np.tanh(p["pool"]["query"] @ scorer["w_q"] + x @ scorer["w_k"])  # (2, 4, 3)
+  scores = hidden @ scorer["v"]  # (2, 4)
+  scores = np.where(np.arange(4)[None, :] < lengths[:, None], scores, -1e6)  # d2l's fill value
+  expected_weights = np.exp(scores - scores.max(1, keepdims=True))
+  expected_weights /= expected_weights.sum(1, keepdims=True)
+  pooled = np.einsum("bl,bld->bd", expected_weights, x)
+  expected = pooled @ p["head"]["out"]["kernel"] + p["head"]["out"]["bias"]
+  np.testing.assert_allclose(weights, expected_weights, rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_bigram_inputs_are_checked(sample, sample_bigrams, bigram_batch):
+  tokens, lengths, bigrams = (bigram_batch[k] for k in ("tokens", "lengths", "bigrams"))
+  with_bigrams = models.NgramAttentionPool(vocab_size=50, embed_dim=4, bigram_vocab_size=60)
+  with pytest.raises(ValueError, match="pass bigrams="):
+    with_bigrams.init(jax.random.key(0), tokens % 50, lengths)
+  with pytest.raises(ValueError, match="must have the shape of tokens"):
+    with_bigrams.init(jax.random.key(0), tokens % 50, lengths, bigrams=bigrams[:, :5] % 60)
+  with pytest.raises(ValueError, match="built without bigram_vocab_size"):
+    models.NgramAttentionPool(vocab_size=50, embed_dim=4).init(
+        jax.random.key(0), tokens % 50, lengths, bigrams=bigrams % 60)
+  for name in ("sanet", "transformer"):
+    with pytest.raises(ValueError, match="does not read bigrams"):
+      SentimentTask(_small_config(name, ["data.bigrams=true"]), data=sample_bigrams)
+  task = SentimentTask(_small_config("ngram_attn", ["data.bigrams=true"]), data=sample)
+  with pytest.raises(ValueError, match="loaded without bigrams"):
+    task.model  # pylint: disable=pointless-statement
+
+
+def test_bigram_run_saves_its_bigram_vocabulary_and_predicts(tmp_path, capsys, sample_bigrams):
+  workdir = str(tmp_path / "run")
+  cfg = _small_config("ngram_attn", ["data.bigrams=true", "data.max_len=32", "data.buckets=32",
+                                     "num_steps=2", "batch_size=16", "progress_bar=false"])
+  trainer.train(SentimentTask(cfg, data=sample_bigrams), cfg, workdir)
+  assert Vocab.load(tmp_path / "run" / "bigram_vocab.json") == sample_bigrams.bigram_vocab
+  capsys.readouterr()
+  text = "Not good at all"
+  assert cli.main(["predict", "sentiment", text, "--workdir", workdir]) == 0
+  lines = capsys.readouterr().out.splitlines()
+  assert lines[1].split("\t")[2] == text
+  assert [line.split()[0] for line in lines[2:]] == ["not", "good", "at", "all"]
+  # The prediction equals the model applied to the ids the pipeline gives this text.
+  task, params, _ = predict_lib.load_run(workdir)
+  words = text.lower().split()
+  ids = np.array([sample_bigrams.vocab.encode(words)], np.int32)
+  pair_ids = np.array([sample_bigrams.bigram_vocab.encode(text_lib.word_bigrams(words))], np.int32)
+  logits, _ = task.forward(params, ids, np.array([4], np.int32), None, pair_ids)
+  probability = float(jax.nn.softmax(logits[0]).max())
+  assert float(lines[1].split("\t")[1]) == pytest.approx(probability, abs=1e-4)

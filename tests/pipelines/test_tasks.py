@@ -81,6 +81,37 @@ def test_dev_split_is_deterministic_and_vocab_reloads_identically(tmp_path):
   assert Vocab.load(tmp_path / "imdb_vocab.json") == third.vocab
 
 
+def test_sentiment_bigrams_are_aligned_with_the_words_and_cached(tmp_path):
+  data = _imdb(tmp_path, bigrams=True, bigram_min_freq=1)
+  assert data.report["vocab"]["imdb_bigram_vocab.json"].startswith("built and saved")
+  assert Vocab.load(tmp_path / "imdb_bigram_vocab.json") == data.bigram_vocab
+  for split in ("train", "dev", "test"):
+    seqs = data.splits[split].sequences
+    np.testing.assert_array_equal(seqs["bigrams"].lengths, seqs["tokens"].lengths)
+  test = data.splits["test"]
+  # Each position holds its word's pair with the word before it, from the kept (first 9) words.
+  words = data.vocab.decode(test.sequences["tokens"][0])
+  expected = [pair if pair in data.bigram_vocab else "<unk>" for pair in text.word_bigrams(words)]
+  assert data.bigram_vocab.decode(test.sequences["bigrams"][0], strip_special=False) == expected
+  assert expected.count("<unk>") < len(expected) - 1  # most pairs of this review were seen
+  # "<s> zyzzyva" and "zyzzyva quokka" were never seen in train; "quokka !" neither.
+  assert test.sequences["bigrams"][2].tolist() == [UNK_ID] * 3
+  assert data.report["test"]["all_unknown"] == {"tokens": 1, "bigrams": 2}
+  batch = next(iter(data.eval_batches("test", batch_size=5)))
+  assert set(batch) == {"tokens", "lengths", "bigrams", "label", "index", "weight"}
+  assert batch["bigrams"].shape == batch["tokens"].shape
+  assert np.all((batch["bigrams"] == 0) == (batch["tokens"] == 0))
+  # The cache keeps the bigrams and their vocabulary.
+  path = data.save_cache(tmp_path)
+  back, why = tasks.SentimentData._from_cache(str(tmp_path), dataclasses.asdict(data.options))
+  assert why == "" and back.report["cache"] == f"loaded from {path}"
+  assert back.bigram_vocab == data.bigram_vocab
+  _assert_next_batches(back.eval_batches("test", 5), list(data.eval_batches("test", 5)))
+  # Without the option nothing about bigrams appears.
+  plain = _imdb()
+  assert plain.bigram_vocab is None and "bigrams" not in plain.splits["train"].sequences
+
+
 def test_corrupt_vocab_file_names_the_path(tmp_path):
   (tmp_path / "imdb_vocab.json").write_text("{not json", encoding="utf-8")
   with pytest.raises(ValueError, match="imdb_vocab.json is corrupt"):

@@ -63,3 +63,9 @@ def test_couplet_characters():
   assert text.couplet_tokenize("丹枫 江") == ["丹", "枫", "江"]
   assert text.couplet_tokenize("晚 风".encode()) == ["晚", "风"]
   assert text.couplet_detokenize(["晚", "风", "摇"]) == "晚风摇"
+
+
+def test_word_bigrams_pair_each_word_with_the_one_before():
+  assert text.word_bigrams(["not", "good", "."]) == ["<s> not", "not good", "good ."]
+  assert text.word_bigrams(["fine"]) == ["<s> fine"]
+  assert text.word_bigrams([]) == []
