@@ -214,16 +214,18 @@ def transformer() -> config_lib.Config:
 
 
 def ngram_attn() -> config_lib.Config:
-  """Word + bigram embeddings (E 64) -> additive attention pooling -> dense, on whole reviews.
+  """Word + bigram embeddings (E 64) -> scaled-dot attention pooling -> dense, on whole reviews.
 
-  Not the seed protocol: the push toward 0.895 test accuracy. Reviews keep their first 1,024
-  tokens (98% of them whole), every word also carries its bigram with the word before it (the
-  bigrams seen at least 3 times in the training part), dropout 0.5 on the embeddings and the pooled
-  vector, Adam 1e-3, 5 epochs, the best of them by dev accuracy kept.
+  Not the seed protocol: the push past 0.895 test accuracy. Reviews keep their first 1,024 tokens
+  (99% of them whole), every word also carries its bigram with the word before it (the bigrams
+  seen at least 3 times in the training part), dropout 0.5 on the embeddings and the pooled
+  vector, Adam 1e-3, 10 epochs, the best of them by dev accuracy kept. Chosen by dev accuracy
+  among the variants in docs/RESULTS.md (additive score, dropout 0.3 / 0.7, E 128, lr 3e-3).
   """
-  config = _seed_protocol(NgramAttentionConfig(embed_dim=64, dropout_rate=0.5))
+  config = _seed_protocol(NgramAttentionConfig(embed_dim=64, score="scaled_dot",
+                                               dropout_rate=0.5))
   config.data = SentimentDataConfig(max_len=1024, bigrams=True)
-  config.train.num_epochs = 5
+  config.train.num_epochs = 10
   return config
 
 
