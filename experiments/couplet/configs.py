@@ -8,8 +8,9 @@ Full-data runs (the seed's settings; meant for a GPU, not run here):
         --data-dir /work/shared/data/couplet/couplet.tar.gz --workdir runs/couplet-transformer
 
 CPU-sized runs on a stated subset of the same data (`--model lstm_cpu` / `transformer_cpu`, 15
-and 29 minutes of training on one core of a 2-core AMD EPYC); their measured results are in docs/RESULTS.md, "Chinese
-couplets". Without --data-dir the shipped sample (9,065 train, 447 dev, 488 test couplets) is used.
+and 29 minutes of training on one core of a 2-core AMD EPYC); their measured results are in
+docs/RESULTS.md, "Chinese couplets". Without --data-dir the shipped sample (9,065 train, 447 dev,
+488 test couplets) is used.
 
 Every run trains with teacher forcing on the masked token cross-entropy, keeps the parameters with
 the best dev loss, and reports dev/test loss and perplexity, plus character BLEU, exact-length

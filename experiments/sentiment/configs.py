@@ -56,14 +56,8 @@ class SentimentDataConfig:
   bigram_min_freq: int = 3
 
 
-# Every model config has `build(vocab_size, dtype, param_dtype, bigram_vocab_size=0)`; those with
-# `reads_bigrams` build models that add word-bigram embeddings when bigram_vocab_size > 0.
-
-
-def _no_bigrams(name: str, bigram_vocab_size: int) -> None:
-  if bigram_vocab_size:
-    raise ValueError(f"{name} does not read word bigrams: set data.bigrams=false, or use a BiLSTM "
-                     f"model or ngram_attn")
+# Every model config has `build(vocab_size, dtype, param_dtype)`; those with `reads_bigrams` also
+# take `bigram_vocab_size` and build models that add word-bigram embeddings when it is > 0.
 
 
 @dataclasses.dataclass
@@ -137,9 +131,7 @@ class SANetConfig:
   attention_dropout: float = 0.0
   reads_bigrams = False
 
-  def build(self, vocab_size: int, dtype: Any, param_dtype: Any,
-            bigram_vocab_size: int = 0) -> nn.Module:
-    _no_bigrams("sanet", bigram_vocab_size)
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any) -> nn.Module:
     return models.SANet(vocab_size, self.embed_dim, self.num_heads, self.position_encoding,
                         self.dropout_rate, self.attention_dropout, dtype, param_dtype)
 
@@ -156,9 +148,7 @@ class TransformerConfig:
   normalize_before: bool = True
   reads_bigrams = False
 
-  def build(self, vocab_size: int, dtype: Any, param_dtype: Any,
-            bigram_vocab_size: int = 0) -> nn.Module:
-    _no_bigrams("the Transformer classifier", bigram_vocab_size)
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any) -> nn.Module:
     return models.TransformerClassifier(vocab_size, self.embed_dim, self.num_layers,
                                         self.num_heads, self.ffn_hidden, self.dropout_rate,
                                         self.normalize_before, dtype, param_dtype)

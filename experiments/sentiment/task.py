@@ -144,10 +144,10 @@ class SentimentTask(registry.Task):
   @property
   def model(self):
     if self._model is None:
-      bigrams = self.bigram_vocab
-      self._model = self.config.model.build(
-          len(self.vocab), self.config.compute_dtype, self.config.storage_dtype,
-          bigram_vocab_size=0 if bigrams is None else len(bigrams))
+      bigrams = self.bigram_vocab  # None unless data.bigrams, checked against the model in __init__
+      extra = {} if bigrams is None else {"bigram_vocab_size": len(bigrams)}
+      self._model = self.config.model.build(len(self.vocab), self.config.compute_dtype,
+                                            self.config.storage_dtype, **extra)
     return self._model
 
   def init(self, rng: jax.Array, batch) -> Any:

@@ -200,9 +200,9 @@ def transformer_cpu() -> config_lib.Config:
 
 
 def bahdanau_cpu() -> config_lib.Config:
-  """A Bahdanau seq2seq sized for a 2-core CPU (16 minutes on one core): embeddings 128, 2-layer LSTMs
-  of 128, dropout 0.1, the data of `_cpu_data`; batch 128, Adam 2e-3 with 100 warm-up steps and
-  cosine decay, gradients clipped to 1, 2,300 steps (2 epochs), dev BLEU every 1,150 steps.
+  """A Bahdanau seq2seq sized for a 2-core CPU (16 minutes on one core): embeddings 128, 2-layer
+  LSTMs of 128, dropout 0.1, the data of `_cpu_data`; batch 128, Adam 2e-3 with 100 warm-up steps
+  and cosine decay, gradients clipped to 1, 2,300 steps (2 epochs), dev BLEU every 1,150 steps.
   Result in docs/RESULTS.md."""
   return _run(BahdanauConfig(embed_dim=128, hidden_size=128, dropout_rate=0.1),
               config_lib.TrainConfig(batch_size=128, num_steps=2300, log_every=100,
