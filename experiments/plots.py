@@ -161,6 +161,15 @@ def plot_attention(weights, x_tokens: Sequence[str], y_tokens: Sequence[str] | N
     return _save(fig, out_path)
 
 
+def numbered_paths(path: str, count: int) -> list[str]:
+  """`path` for one picture; for several, path with -1, -2, ... before the extension ('.png' when
+  it has none)."""
+  if count == 1:
+    return [path]
+  stem, ext = os.path.splitext(path)
+  return [f"{stem}-{i}{ext or '.png'}" for i in range(1, count + 1)]
+
+
 def _save(fig, out_path: str) -> str:
   directory = os.path.dirname(os.path.abspath(out_path))
   os.makedirs(directory, exist_ok=True)

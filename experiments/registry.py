@@ -1,135 +1,37 @@
-"""What an experiment gives the engine (a `Task`, named runs, commands) and the registry of them.
+"""The registry of experiments: what an experiment declares, and how the engine finds it.
 
-An experiment module (experiments/sentiment.py, ...) defines a `Task` subclass and registers one
-`Experiment` at import time:
+An experiment is a Python package (or module) that registers one `Experiment` when imported:
 
     registry.register(registry.Experiment(
         name="sentiment",
-        make_task=SentimentTask,                     # Config -> Task
-        configs={"bilstm": bilstm_config, ...},      # model name -> Config (one named run each)
-        default_model="bilstm",
-        predict=predict_command,                     # optional: `python -m experiments predict ...`
+        make_task=SentimentTask,                     # Config -> Task (experiments/task.py)
+        configs={"bilstm_mean": bilstm_mean, ...},   # model name -> Config (one named run each)
+        default_model="bilstm_mean",
+        add_predict_arguments=cli.add_arguments,     # optional: its `predict` command
+        predict=cli.predict,
         aliases=("classify",)))                      # optional extra top-level commands
 
-and adds its module name to `EXPERIMENT_MODULES` below so the command line finds it.
-
-The metric convention: a task reports metrics as a dict name -> (total, count) of float32 scalars,
-summed over the examples of the batch with their weights (padding rows of an evaluation batch have
-weight 0). The engine adds totals and counts over steps and batches and reports total / count, so
-every metric is an exact weighted mean however the data was batched or sharded. `steps.weighted_sum`
-builds such a pair.
+The engine never names an experiment. It finds them
+  * among the packages inside `experiments/` (every one that registers an experiment on import),
+  * through the entry-point group `attention_zoo.experiments` of installed distributions
+    (`[project.entry-points."attention_zoo.experiments"] myexp = "mypackage.myexp"`),
+  * by import: an unknown experiment name is imported as a module (`train mypackage.myexp`, or
+    `train myexp` with the module importable), and so is every `--import MODULE`.
+experiments/template/ is a complete experiment to copy (see its README).
 """
 
 from __future__ import annotations
 
-import abc
 import argparse
 import dataclasses
 import importlib
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
-
-import jax
+import importlib.metadata
+import pkgutil
+from typing import Any, Callable, Iterable, Mapping
 
 from experiments.config import Config
 
-Batch = Mapping[str, Any]
-"""A dict of arrays with leading axis B (see the 'Batches' contract); includes 'weight' (B,)."""
-Metrics = dict[str, tuple[jax.Array, jax.Array]]
-"""name -> (weighted total, total weight), both float32 scalars."""
-
-# Modules imported by `load_experiments`; an experiment module adds its name here.
-EXPERIMENT_MODULES: tuple[str, ...] = ("experiments.sentiment", "experiments.translation",
-                                       "experiments.couplet")
-
-
-class ResumableIterator(Protocol):
-  """An endless iterator of training batches whose position can be saved and restored."""
-
-  def __iter__(self) -> Iterator[Batch]:
-    ...
-
-  def __next__(self) -> Batch:
-    ...
-
-  def get_state(self) -> dict:
-    """JSON-serialisable position (seed, epoch, position)."""
-
-  def set_state(self, state: dict) -> None:
-    """Continues exactly where the iterator that produced `state` would have continued."""
-
-
-class Task(abc.ABC):
-  """One experiment's model, loss, metrics and data. The engine does the rest.
-
-  A task is built from a `Config` (it reads `config.model`, `config.data`, `config.data_dir`,
-  `config.train.batch_size`, `config.train.seed` and the dtypes `config.compute_dtype` /
-  `config.storage_dtype`). Its `init`, `loss` and `eval_metrics` are pure functions of arrays that
-  the engine jits and shards; they must not print or touch files.
-  """
-
-  def __init__(self, config: Config):
-    self.config = config
-
-  # -- model ---------------------------------------------------------------------------------------
-
-  @abc.abstractmethod
-  def init(self, rng: jax.Array, batch: Batch) -> Any:
-    """Returns the initial parameters (a pytree), shaped for `batch`."""
-
-  @abc.abstractmethod
-  def loss(self, params: Any, batch: Batch, rng: jax.Array | None) -> tuple[jax.Array, Metrics]:
-    """The training objective of one batch.
-
-    Args:
-      params: the parameters.
-      batch: one batch (weights in batch['weight']).
-      rng: a key for dropout and other noise; None means deterministic (evaluation).
-
-    Returns:
-      (loss, metrics): the float32 scalar to minimise (a weighted mean, plus any regulariser) and
-      metric pairs name -> (total, count) that should include 'loss'.
-    """
-
-  def eval_metrics(self, params: Any, batch: Batch) -> Metrics:
-    """Metric pairs of one evaluation batch; by default those of the deterministic loss."""
-    return self.loss(params, batch, None)[1]
-
-  # -- data ----------------------------------------------------------------------------------------
-
-  @abc.abstractmethod
-  def train_batches(self) -> ResumableIterator:
-    """An endless iterator of training batches (epoch after epoch, seeded by config.train.seed)."""
-
-  def example_batch(self) -> Batch:
-    """A batch with the shapes `init` needs: by default the first batch of a new training iterator.
-
-    Override it when opening the training data is expensive and only inference is wanted.
-    """
-    return next(iter(self.train_batches()))
-
-  @property
-  @abc.abstractmethod
-  def steps_per_epoch(self) -> int:
-    """How many training batches make one epoch."""
-
-  @abc.abstractmethod
-  def eval_batches(self, split: str) -> Iterable[Batch]:
-    """A finite pass over `split` ('dev' or 'test') with padding rows of weight 0."""
-
-  # -- optional hooks ------------------------------------------------------------------------------
-
-  def extra_eval(self, params: Any, split: str) -> dict[str, float]:
-    """Metrics that need more than a batch-wise sum (BLEU by decoding...); {} by default.
-
-    Called by the engine after every dev evaluation and at the final test evaluation; the returned
-    names get the split prefix ('dev/bleu').
-    """
-    del params, split
-    return {}
-
-  def on_train_end(self, params: Any, workdir: str) -> None:
-    """Called once with the parameters used for the test evaluation (to draw a heatmap, ...)."""
-    del params, workdir
+ENTRY_POINT_GROUP = "attention_zoo.experiments"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,19 +43,20 @@ class Experiment:
     make_task: builds the task from a config (usually the Task subclass itself).
     configs: model name -> function returning that named run's Config.
     default_model: the model trained when the command line gives no --model.
-    predict: optional `predict(args: argparse.Namespace) -> int` for `python -m experiments predict
-      <name> ...`; it gets args.inputs, args.workdir, args.checkpoint, args.heatmap, args.beam_size,
-      args.num_results, args.options and returns the exit status.
+    predict: optional `predict(args, console) -> int` for `python -m experiments predict <name>`:
+      args is the argparse.Namespace (inputs, workdir, checkpoint, data_dir, heatmap, beam_size,
+      num_results and the experiment's own flags), console the experiments.console.Console that
+      everything it prints goes through; it returns the exit status.
     add_predict_arguments: optional function adding the experiment's own flags to its predict
       parser.
     aliases: extra top-level commands meaning `predict <name>` ('translate', 'couplet').
     description: one line for --help.
   """
   name: str
-  make_task: Callable[[Config], Task]
+  make_task: Callable[[Config], Any]
   configs: Mapping[str, Callable[[], Config]]
   default_model: str
-  predict: Callable[[argparse.Namespace], int] | None = None
+  predict: Callable[[argparse.Namespace, Any], int] | None = None
   add_predict_arguments: Callable[[argparse.ArgumentParser], None] | None = None
   aliases: tuple[str, ...] = ()
   description: str = ""
@@ -189,21 +92,60 @@ def unregister(name: str) -> None:
   _EXPERIMENTS.pop(name, None)
 
 
+def builtin_modules() -> list[str]:
+  """The packages inside experiments/ (each may register an experiment when imported; a shared
+  package such as seq2seq registers none)."""
+  package = importlib.import_module("experiments")
+  return [f"experiments.{info.name}" for info in pkgutil.iter_modules(package.__path__)
+          if info.ispkg]
+
+
+def entry_point_modules() -> list[str]:
+  """The modules installed distributions declare in the `attention_zoo.experiments` group."""
+  return [ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)]
+
+
 def load_experiments(extra_modules: Iterable[str] = ()) -> dict[str, Experiment]:
-  """Imports the experiment modules (which register themselves) and returns the registry."""
-  for module in (*EXPERIMENT_MODULES, *extra_modules):
+  """Imports the built-in, entry-point and `extra_modules` experiments; returns the registry."""
+  for module in (*builtin_modules(), *entry_point_modules(), *extra_modules):
     importlib.import_module(module)
   return dict(_EXPERIMENTS)
 
 
+def _import_candidate(module: str) -> Any:
+  """The module, or None when `module` itself does not exist (its own failing imports raise)."""
+  try:
+    return importlib.import_module(module)
+  except ImportError as e:
+    if e.name is not None and (module == e.name or module.startswith(e.name + ".")):
+      return None
+    raise
+
+
 def get_experiment(name: str) -> Experiment:
-  """The registered experiment `name`; a ValueError lists the known names otherwise."""
-  if name not in _EXPERIMENTS:
-    known = ", ".join(sorted(_EXPERIMENTS)) or "none registered"
-    raise ValueError(f"unknown experiment {name!r}; known experiments: {known}")
-  return _EXPERIMENTS[name]
+  """The registered experiment `name`, importing its module if nothing registered it yet.
+
+  `name` is an experiment's name (found among the built-in packages, or a module of that name) or
+  a module path whose import registers an experiment (`mypackage.myexp`; its `EXPERIMENT`).
+
+  Raises:
+    ValueError: listing the known experiments, when no module registers `name`.
+  """
+  if name in _EXPERIMENTS:
+    return _EXPERIMENTS[name]
+  builtin = f"experiments.{name}"
+  for module_name in ([builtin] if builtin in builtin_modules() else []) + [name]:
+    module = _import_candidate(module_name)
+    if name in _EXPERIMENTS:
+      return _EXPERIMENTS[name]
+    found = getattr(module, "EXPERIMENT", None)
+    if isinstance(found, Experiment) and _EXPERIMENTS.get(found.name) is found:
+      return found
+  known = ", ".join(sorted(_EXPERIMENTS)) or "none registered"
+  raise ValueError(f"unknown experiment {name!r}; known experiments: {known} (an experiment of "
+                   "your own is found by its module path, or with --import MODULE)")
 
 
 def get_config(experiment: str, model: str | None = None) -> Config:
-  """The config of a named run, e.g. get_config('sentiment', 'bilstm_additive')."""
+  """The config of a named run, e.g. get_config('sentiment', 'bilstm_attn_additive')."""
   return get_experiment(experiment).config(model)

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from experiments.registry import Batch, Metrics, Task
+from experiments.task import Batch, Metrics, Task
 from experiments.train_state import TrainState
 
 # Sentinel of `first_bad_step` while every loss so far was finite.

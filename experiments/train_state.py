@@ -95,3 +95,15 @@ def make_optimizer(cfg: OptimizerConfig,
   if cfg.grad_clip_norm <= 0:
     raise ValueError(f"optimizer.grad_clip_norm must be positive or None, got {cfg.grad_clip_norm}")
   return optax.chain(optax.clip_by_global_norm(cfg.grad_clip_norm), core), schedule
+
+
+def make_init(task: Any, tx: optax.GradientTransformation) -> Callable[[jax.Array, Any],
+                                                                        TrainState]:
+  """`init(rng, batch) -> TrainState` for a task (experiments.task.Task): the parameters from one
+  half of the seed key, the run's dropout key from the other."""
+
+  def init(rng: jax.Array, batch: Any) -> TrainState:
+    init_rng, run_rng = jax.random.split(rng)
+    return TrainState.create(task.init(init_rng, batch), tx, run_rng)
+
+  return init

@@ -1,4 +1,4 @@
-"""The training loop shared by every experiment, and loading trained runs back.
+"""The training loop shared by every experiment (loading trained runs back: experiments/runs.py).
 
 `train(task, config, workdir)` runs one named configuration to the end:
 
@@ -38,13 +38,13 @@ import tqdm
 from experiments import config as config_lib
 from experiments import metrics_log
 from experiments import plots
-from experiments import registry
 from experiments import steps
 from experiments.checkpoints import Checkpoints
 from experiments.config import Config
 from experiments.parallel import DataParallel
-from experiments.registry import Task
+from experiments.task import Task
 from experiments.train_state import TrainState
+from experiments.train_state import make_init
 from experiments.train_state import make_optimizer
 
 CONFIG_FILE = "config.json"
@@ -151,27 +151,14 @@ def check_best_metric(task: Task, best_metric: str, eval_metrics: dict[str, Any]
   """Raises ValueError, before any training, for a best_metric that no dev evaluation will report.
 
   Args:
-    task: the task (its extra_eval metrics are known only once it runs: then nothing is checked).
+    task: the task (its `extra_metric_names('dev')` are the metrics its extra_eval adds).
     best_metric: train.best_metric, e.g. 'dev/accuracy'.
     eval_metrics: the metric pairs of one evaluation step (abstract values are enough).
   """
-  if type(task).extra_eval is not Task.extra_eval:
-    return
-  names = sorted(f"dev/{name}" for name in eval_metrics)
+  names = sorted(f"dev/{name}" for name in (*eval_metrics, *task.extra_metric_names("dev")))
   if best_metric not in names:
     raise ValueError(f"train.best_metric {best_metric!r} is not among the dev metrics of the task "
                      f"({', '.join(names)}); set it to one of them")
-
-
-def _init_fn(task: Task, tx) -> Callable:
-  """`init(rng, batch) -> TrainState`: parameters from one half of the seed key, dropout from the
-  other."""
-
-  def init(rng, batch):
-    init_rng, run_rng = jax.random.split(rng)
-    return TrainState.create(task.init(init_rng, batch), tx, run_rng)
-
-  return init
 
 
 def _acc_to_json(acc) -> dict[str, Any]:
@@ -206,7 +193,8 @@ class _Evaluator:
     self.eval_step = dp.jit_eval_step(steps.make_eval_step(task))
     self.add = jax.jit(steps.add_metrics)
 
-  def __call__(self, params, split: str) -> dict[str, float]:
+  def __call__(self, params, split: str, extra: bool = True) -> dict[str, float]:
+    """The weighted means of the task's metrics over `split`, and with `extra` its extra_eval's."""
     sums = None
     for batch in self.task.eval_batches(split):
       metrics = self.eval_step(params, self.dp.shard_batch(batch))
@@ -214,15 +202,28 @@ class _Evaluator:
     if sums is None:
       raise ValueError(f"the {split!r} split of the task produced no evaluation batches")
     result = steps.means(sums)
-    result.update(self.task.extra_eval(params, split))
+    if not extra:
+      return result
+    added = self.task.extra_eval(params, split, dict(result))
+    expected = set(self.task.extra_metric_names(split))
+    if set(added) != expected:
+      raise RuntimeError(f"{type(self.task).__name__}.extra_eval({split!r}) returned the metrics "
+                         f"{sorted(added)}, but its extra_metric_names({split!r}) declares "
+                         f"{sorted(expected)}; make the two agree")
+    clash = expected & set(result)
+    if clash:
+      raise RuntimeError(f"{type(self.task).__name__}.extra_eval({split!r}) returns {sorted(clash)}, "
+                         "which the evaluation step already reports")
+    result.update(added)
     return result
 
 
-def evaluate(task: Task, params, split: str, devices: Sequence[jax.Device] | None = None
-             ) -> dict[str, float]:
-  """Weighted means of the task's metrics over `split` (plus its extra_eval metrics)."""
+def evaluate(task: Task, params, split: str, devices: Sequence[jax.Device] | None = None, *,
+             extra: bool = True) -> dict[str, float]:
+  """Weighted means of the task's metrics over `split`, plus its extra_eval metrics (decoding,
+  BLEU ...) unless `extra` is False."""
   dp = DataParallel(devices)
-  return _Evaluator(task, dp)(dp.replicate(params), split)
+  return _Evaluator(task, dp)(dp.replicate(params), split, extra)
 
 
 def train(task: Task, config: Config, workdir: str, *,
@@ -260,7 +261,7 @@ def train(task: Task, config: Config, workdir: str, *,
   say = console or (bar.write if tc.progress_bar else print)
   rng = jax.random.key(tc.seed)
   sample = task.example_batch()
-  init = _init_fn(task, tx)
+  init = make_init(task, tx)
   abstract_state = jax.eval_shape(init, rng, sample)
   train_step = steps.make_train_step(task, tx, schedule)
   _, abstract_metrics = jax.eval_shape(train_step, abstract_state, sample)
@@ -291,6 +292,9 @@ def train(task: Task, config: Config, workdir: str, *,
   with open(os.path.join(workdir, CONFIG_FILE), "w", encoding="utf-8") as f:
     json.dump(config_dict, f, indent=2)
     f.write("\n")
+  # What predicting needs besides the parameters (vocabularies), before the first step, so that a
+  # run stopped at any point can already be loaded back (runs.load_run).
+  task.save_artifacts(workdir)
   step = int(jax.device_get(state.step))
   bar.update(step)
   logger = metrics_log.MetricsLogger(workdir, start_step=step, console=say)
@@ -396,92 +400,3 @@ def _finish(task, config, workdir, state, ckpts, evaluator, dp, logger, last_dev
   shown = "  ".join(f"{k} {v:.4f}" for k, v in sorted(test.items()))
   say(f"Test ({chosen} parameters): {shown}  [{elapsed:.1f} s]")
   return results
-
-
-# --------------------------------------------------------------------------------------------------
-# Runs by name, and trained runs loaded back.
-
-
-def default_workdir(config: Config) -> str:
-  return os.path.join("runs", f"{config.experiment}-{config.model_name}")
-
-
-def make_config(experiment: str, model: str | None = None, *, data_dir: str | None = None,
-                overrides: Sequence[str] = ()) -> Config:
-  """The named run's config with the data directory and 'key=value' overrides applied."""
-  cfg = registry.get_config(experiment, model)
-  if data_dir is not None:
-    cfg.data_dir = data_dir
-  cfg = config_lib.override(cfg, overrides)
-  validate_config(cfg)
-  return cfg
-
-
-def run(experiment: str, model: str | None = None, *, data_dir: str | None = None,
-        workdir: str | None = None, overrides: Sequence[str] = (),
-        devices: Sequence[jax.Device] | None = None) -> TrainResult:
-  """Trains a registered experiment's named run (what `python -m experiments train` does)."""
-  cfg = make_config(experiment, model, data_dir=data_dir, overrides=overrides)
-  task = registry.get_experiment(experiment).make_task(cfg)
-  return train(task, cfg, workdir or default_workdir(cfg), devices=devices)
-
-
-def load_config(workdir: str) -> Config:
-  """The Config a run in `workdir` was trained with (from its config.json)."""
-  path = os.path.join(workdir, CONFIG_FILE)
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"{path} does not exist: is {workdir} the --workdir of a training run?")
-  with open(path, encoding="utf-8") as f:
-    saved = json.load(f)
-  cfg = registry.get_config(saved["experiment"], saved["model_name"])
-  return config_lib.update_from_dict(cfg, saved)
-
-
-def restore_params(task: Task, config: Config, workdir: str, which: str = "best",
-                   devices: Sequence[jax.Device] | None = None) -> tuple[Any, int]:
-  """The parameters of a run: its best checkpoint, or its latest ('latest').
-
-  With which='best' and no best checkpoint, the latest one is used.
-
-  Returns:
-    (params on the devices, replicated; the step they come from).
-  """
-  if which not in ("best", "latest"):
-    raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
-  dp = DataParallel(devices)
-  tx, _ = make_optimizer(config.optimizer, total_steps=1)  # opt_state shapes need no run length
-  sample = task.example_batch()
-  abstract = jax.eval_shape(_init_fn(task, tx), jax.random.key(0), sample)
-  tc = config.train
-  ckpts = Checkpoints(workdir, keep=tc.keep_checkpoints, best_metric=tc.best_metric,
-                      best_mode=tc.best_mode)
-  try:
-    if which == "best" and ckpts.best_step() is not None:
-      params, meta = ckpts.restore_best_params(abstract.params, dp.replicated)
-      return params, int(meta["step"])
-    if ckpts.latest_step() is None:
-      raise FileNotFoundError(f"no checkpoint in {workdir}")
-    state, _ = ckpts.restore(abstract, dp.replicated)
-    return state.params, int(jax.device_get(state.step))
-  finally:
-    ckpts.close()
-
-
-def load_for_inference(workdir: str, which: str = "best", data_dir: str | None = None
-                       ) -> tuple[Task, Any, Config]:
-  """(task, params, config) of a trained run, for predict/translate commands and notebooks."""
-  cfg = load_config(workdir)
-  if data_dir is not None:
-    cfg.data_dir = data_dir
-  task = registry.get_experiment(cfg.experiment).make_task(cfg)
-  params, _ = restore_params(task, cfg, workdir, which)
-  return task, params, cfg
-
-
-def evaluate_run(workdir: str, split: str = "test", which: str = "best",
-                 data_dir: str | None = None) -> dict[str, Any]:
-  """Evaluates a trained run's best (or latest) parameters on `split`."""
-  task, params, cfg = load_for_inference(workdir, which, data_dir)
-  metrics = evaluate(task, params, split)
-  return {"experiment": cfg.experiment, "model": cfg.model_name, "split": split,
-          "checkpoint": which, "metrics": metrics}

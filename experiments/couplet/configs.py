@@ -26,8 +26,8 @@ import dataclasses
 from typing import Any, Literal
 
 from experiments import config as config_lib
-from experiments.couplet import models
-from experiments.translation.configs import TransformerConfig
+from experiments.seq2seq.configs import LuongConfig
+from experiments.seq2seq.configs import TransformerConfig
 
 
 @dataclasses.dataclass
@@ -60,34 +60,6 @@ class CoupletDataConfig:
   dev_decode_examples: int | None = 1000
   test_decode_examples: int | None = None
   decode_batch_size: int = 128
-
-
-@dataclasses.dataclass
-class LuongConfig:
-  """The Paddle couplet chapter's LSTM seq2seq with input feeding (models.LuongCouplet).
-
-  Attributes:
-    embed_dim: character embedding width (encoder and decoder each have their own table).
-    hidden_size: LSTM width of the encoder and decoder; also the attention's width.
-    num_layers: LSTM layers in the encoder and in the decoder.
-    dropout_rate: between LSTM layers and on the decoder's top output.
-    output_activation: 'none' as the chapter, or 'tanh' (Luong et al.'s attentional vector).
-    label_smoothing: the share of the target probability spread over the vocabulary.
-  """
-  embed_dim: int = 256
-  hidden_size: int = 256
-  num_layers: int = 2
-  dropout_rate: float = 0.2
-  output_activation: Literal["none", "tanh"] = "none"
-  label_smoothing: float = 0.0
-
-  def build(self, src_vocab_size: int, tgt_vocab_size: int, dtype: Any,
-            param_dtype: Any) -> models.Translator:
-    return models.LuongCouplet(src_vocab_size, tgt_vocab_size, embed_dim=self.embed_dim,
-                               hidden_size=self.hidden_size, num_layers=self.num_layers,
-                               dropout_rate=self.dropout_rate,
-                               output_activation=self.output_activation, dtype=dtype,
-                               param_dtype=param_dtype)
 
 
 def _transformer(**sizes) -> TransformerConfig:

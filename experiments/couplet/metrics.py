@@ -91,6 +91,12 @@ class CoupletScores:
   copied_chars: float
   count: int
 
+  @classmethod
+  def names(cls, suffix: str = "") -> tuple[str, ...]:
+    """The names of the rates (every field but `count`), with `suffix`."""
+    return tuple(f"{field.name}{suffix}" for field in dataclasses.fields(cls)
+                 if field.name != "count")
+
   def as_dict(self, suffix: str = "") -> dict[str, float]:
     """Metric name -> value, e.g. {'bleu_free': ...} with suffix '_free'."""
     return {f"{field.name}{suffix}": float(getattr(self, field.name))

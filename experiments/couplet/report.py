@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
 from typing import Any, Sequence
 
-import jax
-
+from experiments import runs
+from experiments import trainer
+from experiments.console import Console
 from experiments.couplet import metrics
-from experiments.couplet.generate import load_run
 from experiments.couplet.task import CoupletTask
 
 
@@ -43,7 +44,8 @@ def score_run(task: CoupletTask, params: Any, splits: Sequence[str],
   out: dict[str, Any] = {}
   for split in splits:
     started = time.time()
-    result: dict[str, Any] = {"perplexity": task.perplexity(params, split)}
+    teacher_forced = trainer.evaluate(task, params, split, extra=False)
+    result: dict[str, Any] = {"perplexity": math.exp(teacher_forced["nll"])}
     result["perplexity_s"] = round(time.time() - started, 1)
     for constrained, name in ((True, "constrained"), (False, "free")):
       started = time.time()
@@ -60,23 +62,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    description=__doc__.split("\n\n")[0])
   parser.add_argument("--workdir", required=True)
   parser.add_argument("--splits", nargs="+", default=["dev", "test"], choices=("dev", "test"))
-  parser.add_argument("--checkpoint", choices=("best", "latest"), default="best")
+  parser.add_argument("--checkpoint", choices=runs.CHECKPOINT_CHOICES, default="best")
   parser.add_argument("--limit", type=int, default=None,
                       help="score only the first N couplets of each split (default: all)")
   parser.add_argument("--data-dir", help="where the run's data lives, if moved")
   parser.add_argument("--out", help="the JSON file to write (default <workdir>/report.json)")
   args = parser.parse_args(argv)
-  task, params, step = load_run(args.workdir, args.checkpoint, args.data_dir)
-  params = jax.device_get(params)
+  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
+  task, params = run.task, run.params
   report = {"workdir": os.path.abspath(args.workdir), "model": task.config.model_name,
-            "checkpoint": args.checkpoint, "step": step,
+            "checkpoint": args.checkpoint, "step": run.step,
             "beam_size": task.config.data.beam_size, "limit": args.limit,
             "splits": score_run(task, params, args.splits, args.limit),
             "samples": task.samples(params)}
   text = json.dumps(report, ensure_ascii=False, indent=2)
   with open(args.out or os.path.join(args.workdir, "report.json"), "w", encoding="utf-8") as f:
     f.write(text + "\n")
-  print(text)
+  Console().print(text)
   return 0
 
 

@@ -1,16 +1,12 @@
 """The couplet task: upper line -> lower line, for the engine, the evaluation and the command.
 
-Batches come from pipelines.tasks.CoupletData ('src' int32 (B, S): the upper line's character ids
-and eos; 'src_len' (B,); 'tgt_in' (B, T): bos and the lower line; 'tgt_out' (B, T): the lower line
-and eos; 'tgt_len' (B,) == 'src_len'; 'index', 'weight'). The model comes from `config.model`
-(configs.LuongConfig, or the translation experiment's TransformerConfig) with the size of the
-shared vocabulary. The data is opened on first use, so a task built to generate from a trained run
-(with the vocabulary saved in its workdir) never reads the couplets.
+The model, loss, perplexity and decoding are experiments.seq2seq's (Seq2SeqTask) over one shared
+character vocabulary (pipelines.tasks.CoupletData: upper and lower lines use the same one). Its
+batches are Seq2SeqTask's, with 'tgt_len' == 'src_len' and an 'index'. The vocabulary is the run's
+artifact (saved into its directory before the first step), so a task built to generate from a
+trained run never reads the couplets.
 
-The loss is the translation experiment's masked sequence cross-entropy (experiments.translation.
-task.sequence_loss: metric pairs 'loss' (the objective), 'nll', 'token_accuracy' per target token).
-Evaluation (`extra_eval`, after those teacher-forced metrics):
-  perplexity            exp(mean NLL per target token, eos included) over the whole split;
+Evaluation, after the engine's teacher-forced metrics and Seq2SeqTask's perplexity:
   bleu, exact_length,   beam search (beam config.data.beam_size) with the length constraint
   copy_rate,            (zoo.search exact_lens = the upper line's length), scored by
   copied_chars          experiments.couplet.metrics over the first dev/test_decode_examples
@@ -22,27 +18,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 from typing import Any, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from experiments import plots
-from experiments import registry
-from experiments import seq2seq_common
-from experiments import steps
 from experiments.config import Config
 from experiments.couplet import metrics
-from experiments.translation.task import sequence_loss
+from experiments.seq2seq.task import Decoded
+from experiments.seq2seq.task import Seq2SeqTask
 from pipelines import text as text_lib
-from pipelines.batching import Batcher
 from pipelines.tasks import CoupletData
-from pipelines.vocab import BOS_ID, EOS_ID, UNK_ID, Vocab
+from pipelines.vocab import Vocab
 
-VOCAB_FILE = "vocab.json"
 SAMPLES_FILE = "samples.json"
 DEMO_UPPER = "晚风摇树树还挺"
 NUM_SAMPLES = 5  # upper lines of the test split shown after training
@@ -72,129 +62,76 @@ class Generation:
     return [c for c, seen in zip(typed, self.chars) if seen == metrics.UNK_TOKEN]
 
 
-class CoupletTask(registry.Task):
-  """Couplet generation (a registry.Task).
+class CoupletTask(Seq2SeqTask):
+  """Couplet generation.
 
   Args:
-    config: the run's Config (model: configs.LuongConfig / translation TransformerConfig, data:
+    config: the run's Config (model: a seq2seq.configs model config, data:
       configs.CoupletDataConfig).
     data: already loaded CoupletData (None: loaded from config.data_dir when first needed).
-    vocab: the vocabulary to use without loading the data (e.g. the copy in a run's workdir).
+    artifacts: {'vocab': Vocab} to use instead of the data's (e.g. the copy in a run's workdir).
   """
 
+  ARTIFACTS = {"vocab": "vocab.json"}
+
   def __init__(self, config: Config, *, data: CoupletData | None = None,
-               vocab: Vocab | None = None):
-    super().__init__(config)
-    self._data, self._vocab = data, vocab
-    self._model = self._decoder = None
-    self._steps_per_epoch = None
-    self._eval_metrics = jax.jit(self.eval_metrics)
+               artifacts: dict[str, Vocab] | None = None):
+    super().__init__(config, data=data, artifacts=artifacts)
 
-  # -- data ----------------------------------------------------------------------------------------
+  # -- data and vocabulary -------------------------------------------------------------------------
 
-  @property
-  def data(self) -> CoupletData:
+  def load_data(self) -> CoupletData:
     """The prepared couplet splits (the shipped sample when config.data_dir is None)."""
-    if self._data is None:
-      d = self.config.data
-      self._data = CoupletData.load(source=self.config.data_dir, data_dir=d.prepared_dir,
-                                    max_src_len=d.max_len, max_tgt_len=d.max_len,
-                                    boundaries=d.buckets, min_freq=d.min_freq,
-                                    max_size=d.max_vocab)
-    return self._data
+    d = self.config.data
+    return CoupletData.load(source=self.config.data_dir, data_dir=d.prepared_dir,
+                            max_src_len=d.max_len, max_tgt_len=d.max_len, boundaries=d.buckets,
+                            min_freq=d.min_freq, max_size=d.max_vocab)
+
+  def artifacts_from_data(self) -> dict[str, Vocab]:
+    return {"vocab": self.data.src_vocab}
 
   @property
   def vocab(self) -> Vocab:
-    return self._vocab if self._vocab is not None else self.data.src_vocab
+    """The character vocabulary of upper and lower lines."""
+    return self.artifact("vocab")
 
-  def train_batches(self):
-    tc = self.config.train
-    return self.data.train_batches(tc.batch_size, tc.seed)
-
-  @property
-  def steps_per_epoch(self) -> int:
-    if self._steps_per_epoch is None:
-      self._steps_per_epoch = self.train_batches().batches_per_epoch
-    return self._steps_per_epoch
-
-  def eval_batches(self, split: str):
-    tc = self.config.train
-    return self.data.eval_batches(split, tc.eval_batch_size or tc.batch_size)
-
-  def example_batch(self) -> dict[str, np.ndarray]:
-    """A full-width batch of one-character couplets: shapes for `init`, without the data."""
-    size, width = self.config.train.batch_size, self.config.data.max_len
-    src = np.zeros((size, width), np.int32)
-    src[:, :2] = (UNK_ID, EOS_ID)
-    tgt_in = np.zeros((size, width), np.int32)
-    tgt_in[:, :2] = (BOS_ID, UNK_ID)
-    lengths = np.full(size, 2, np.int32)
-    return {"src": src, "src_len": lengths, "tgt_in": tgt_in, "tgt_out": src.copy(),
-            "tgt_len": lengths, "index": np.arange(size, dtype=np.int32),
-            "weight": np.ones(size, np.float32)}
-
-  # -- model ---------------------------------------------------------------------------------------
+  src_vocab = vocab
+  tgt_vocab = vocab
 
   @property
-  def model(self):
-    """The models.Translator built from config.model."""
-    if self._model is None:
-      size = len(self.vocab)  # upper and lower lines share the vocabulary
-      self._model = self.config.model.build(size, size, self.config.compute_dtype,
-                                            self.config.storage_dtype)
-    return self._model
+  def max_source_len(self) -> int:
+    return self.config.data.max_len
 
-  def init(self, rng: jax.Array, batch) -> Any:
-    return self.model.init(rng, jnp.asarray(batch["src"]), jnp.asarray(batch["src_len"]),
-                           jnp.asarray(batch["tgt_in"]))
+  max_target_len = max_source_len
 
-  def loss(self, params, batch, rng):
-    logits = self.model.logits(params, batch["src"], batch["src_len"], batch["tgt_in"], rng)
-    return sequence_loss(logits, batch["tgt_out"], batch["tgt_len"], batch["weight"],
-                         self.config.model.label_smoothing)
+  @property
+  def source_boundaries(self) -> tuple[int, ...]:
+    """Every decoding batch padded to max_len: one compiled search per mode."""
+    return (self.config.data.max_len,)
+
+  @property
+  def decode_batch_size(self) -> int:
+    return self.config.data.decode_batch_size
 
   # -- generation ----------------------------------------------------------------------------------
 
-  @property
-  def decoder(self) -> seq2seq_common.SearchDecoder:
-    if self._decoder is None:
-      self._decoder = seq2seq_common.SearchDecoder(self.model)
-    return self._decoder
+  def decode_lines(self, params, sources: Sequence[np.ndarray], *, constrained: bool = True,
+                   beam_size: int | None = None) -> list[Decoded]:
+    """Beam search for upper lines given as ids with eos (see Seq2SeqTask.decode).
 
-  def decode_batch(self, params, batch: dict[str, np.ndarray], *, constrained: bool = True,
-                   beam_size: int | None = None) -> seq2seq_common.Hypotheses:
-    """Beam search for a batch of upper lines ('src' (B, S) with eos, 'src_len' (B,)).
-
-    With `constrained`, every hypothesis has exactly src_len - 1 characters; without, it ends
-    wherever the model puts eos (at most S tokens, eos included).
+    With `constrained`, every hypothesis has exactly as many characters as its upper line;
+    without, it ends wherever the model puts eos (at most max_len tokens, eos included).
     """
     d = self.config.data
-    src_len = np.asarray(batch["src_len"], np.int32)
-    return self.decoder(params, batch["src"], src_len, max_len=int(batch["src"].shape[1]),
-                        beam_size=beam_size or d.beam_size, length_penalty=d.length_penalty,
-                        exact_lens=src_len - 1 if constrained else None)
-
-  def _source_batches(self, sources: Sequence[np.ndarray], index: np.ndarray):
-    """Decoding batches of id sequences (eos included), shortest first, all padded to
-    config.data.max_len: one compiled search per mode, and a batch of short lines still stops
-    after a few steps."""
-    order = np.argsort([len(s) for s in sources], kind="stable")
-    batcher = Batcher({"src": [sources[i] for i in order]},
-                      {"index": np.asarray(index, np.int32)[order]},
-                      boundaries=(self.config.data.max_len,),
-                      batch_size=self.config.data.decode_batch_size,
-                      length_keys={"src": "src_len"}, process_index=0, process_count=1)
-    return batcher.eval_batches()
+    return self.decode(params, sources, beam_size=beam_size or d.beam_size,
+                       length_penalty=d.length_penalty, exact_length=constrained)
 
   def decode_split(self, params, split: str, limit: int | None, *, constrained: bool = True
-                   ) -> dict[int, tuple[list[list[int]], list[float]]]:
-    """Beam search over the first `limit` couplets of `split` (None: all), by example index."""
+                   ) -> list[Decoded]:
+    """Beam search over the first `limit` couplets of `split` (None: all), in index order."""
     sources = self.data.splits[split].sequences["src"]
     count = len(sources) if limit is None else min(limit, len(sources))
-    index = np.arange(count)
-    batches = self._source_batches([sources[i] for i in index], index)
-    return seq2seq_common.decode_batches(
-        lambda b: self.decode_batch(params, b, constrained=constrained), batches)
+    return self.decode_lines(params, [sources[i] for i in range(count)], constrained=constrained)
 
   def score_split(self, params, split: str, limit: int | None, *, constrained: bool = True
                   ) -> tuple[metrics.CoupletScores, list[list[str]]]:
@@ -202,29 +139,30 @@ class CoupletTask(registry.Task):
     decoded = self.decode_split(params, split, limit, constrained=constrained)
     sources = self.data.splits[split].sequences["src"]
     references = self.data.references(split)
-    order = sorted(decoded)
-    best = [self.vocab.decode(decoded[i][0][0]) for i in order]
-    uppers = [self.vocab.decode(sources[i]) for i in order]
-    return metrics.score_lines(best, uppers, [references[i] for i in order]), best
+    best = [self.vocab.decode(hyps[0]) for hyps, _ in decoded]
+    uppers = [self.vocab.decode(sources[i]) for i in range(len(decoded))]
+    return metrics.score_lines(best, uppers, references[:len(decoded)]), best
 
-  def perplexity(self, params, split: str) -> float:
-    """exp of the mean NLL per target token over the whole split."""
-    sums = None
-    for batch in self.eval_batches(split):
-      pairs = self._eval_metrics(params, batch)
-      sums = pairs if sums is None else steps.add_metrics(sums, pairs)
-    return math.exp(steps.means(sums)["nll"])
-
-  def extra_eval(self, params, split: str) -> dict[str, float]:
-    """Perplexity, and the decoding scores with and without the length constraint."""
-    out = {"perplexity": self.perplexity(params, split)}
+  def _decode_limit(self, split: str) -> int | None:
     d = self.config.data
-    limit = d.dev_decode_examples if split == "dev" else d.test_decode_examples
+    return d.dev_decode_examples if split == "dev" else d.test_decode_examples
+
+  def decode_metric_names(self, split: str) -> tuple[str, ...]:
+    if self._decode_limit(split) == 0:
+      return ()
+    names = [name for suffix in ("", "_free") for name in metrics.CoupletScores.names(suffix)]
+    return (*names, "decoded")
+
+  def decode_metrics(self, params, split: str) -> dict[str, float]:
+    """The decoding scores with and without the length constraint."""
+    limit = self._decode_limit(split)
     if limit == 0:
-      return out
+      return {}
+    out = {}
     for constrained, suffix in ((True, ""), (False, "_free")):
       scores, _ = self.score_split(params, split, limit, constrained=constrained)
-      out.update({k: v for k, v in scores.as_dict(suffix).items() if not k.startswith("count")})
+      rates = scores.as_dict(suffix)
+      out.update({name: rates[name] for name in metrics.CoupletScores.names(suffix)})
       out["decoded"] = float(scores.count)
     return out
 
@@ -257,12 +195,10 @@ class CoupletTask(registry.Task):
     """
     beam = max(beam_size or self.config.data.beam_size, num_results)
     encoded = [self.encode_upper(u) for u in uppers]
-    batches = self._source_batches([ids for _, ids in encoded], np.arange(len(encoded)))
-    decoded = seq2seq_common.decode_batches(
-        lambda b: self.decode_batch(params, b, constrained=constrained, beam_size=beam), batches)
+    decoded = self.decode_lines(params, [ids for _, ids in encoded], constrained=constrained,
+                                beam_size=beam)
     out = []
-    for i, (upper, (chars, _)) in enumerate(zip(uppers, encoded)):
-      ids, scores = decoded[i]
+    for upper, (chars, _), (ids, scores) in zip(uppers, encoded, decoded):
       tokens = [self.vocab.decode(h) for h in ids[:num_results]]
       out.append(Generation(upper, chars, [metrics.line_text(t) for t in tokens], tokens,
                             scores[:num_results]))
@@ -272,10 +208,7 @@ class CoupletTask(registry.Task):
     """(T, S) attention over the upper line's characters and eos while generating each character
     of one generated line and its eos."""
     _, src = self.encode_upper(generation.upper)
-    tgt_in = [BOS_ID] + self.vocab.encode(generation.tokens[rank])
-    weights = self.model.cross_attention(params, src[None], np.array([len(src)], np.int32),
-                                         np.asarray([tgt_in], np.int32))
-    return np.asarray(weights[0], np.float32)
+    return self.attention(params, src, self.vocab.encode(generation.tokens[rank]))
 
   def draw_heatmap(self, params, generation: Generation, path: str, rank: int = 0) -> str:
     """Saves the attention of one generated line over its upper line as a PNG heatmap."""
@@ -299,9 +232,7 @@ class CoupletTask(registry.Task):
             for upper, ref, c, f in zip(uppers, references, constrained, free)]
 
   def on_train_end(self, params, workdir: str) -> None:
-    """Keeps the vocabulary with the run (the couplet command needs nothing else) and writes
-    samples.json."""
-    self.vocab.save(os.path.join(workdir, VOCAB_FILE))
+    """Writes samples.json: a few test couplets generated at the end of training."""
     with open(os.path.join(workdir, SAMPLES_FILE), "w", encoding="utf-8") as f:
       json.dump(self.samples(jax.device_get(params)), f, ensure_ascii=False, indent=2)
       f.write("\n")

@@ -4,18 +4,20 @@
     python -m experiments predict sentiment "this great science fiction film is really awesome" \
         --workdir runs/sentiment-bilstm_attn_dot --heatmap attention.png
 
-Importing this package registers the experiment 'sentiment' with the engine's registry.
+Named runs: configs.py; models: models.py; the task (data, loss, prediction): task.py; the
+command: cli.py. Importing this package registers the experiment 'sentiment' (command alias
+'classify').
 """
 
 from experiments import registry
+from experiments.sentiment import cli
 from experiments.sentiment.configs import CONFIGS
 from experiments.sentiment.configs import DEFAULT_MODEL
-from experiments.sentiment.predict import predict_command
 from experiments.sentiment.task import Prediction
 from experiments.sentiment.task import SentimentTask
 
 EXPERIMENT = registry.register(registry.Experiment(
     name="sentiment", make_task=SentimentTask, configs=CONFIGS, default_model=DEFAULT_MODEL,
-    predict=predict_command, aliases=("classify",),
+    predict=cli.predict, aliases=("classify",),
     description="IMDB sentiment: BiLSTM / self-attention classifiers with attention heatmaps"),
     replace=True)

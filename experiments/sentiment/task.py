@@ -3,8 +3,8 @@
 Batches come from pipelines.tasks.SentimentData ('tokens' int32 (B, L), 'lengths' (B,), 'label'
 (B,), 'weight' (B,), and 'bigrams' int32 (B, L) when config.data.bigrams); the model is built from
 `config.model` (see configs.py) with the vocabulary sizes of the data. The data is opened on first
-use, so a task built only to predict (with the vocabularies saved in a run's workdir) never reads
-or tokenizes IMDB.
+use, so a task built only to predict (with the vocabularies a run saved as its artifacts) never
+reads or tokenizes IMDB.
 """
 
 from __future__ import annotations
@@ -19,17 +19,15 @@ import numpy as np
 import optax
 
 from experiments import plots
-from experiments import registry
 from experiments import steps
 from experiments.config import Config
+from experiments.task import Task
 from experiments.sentiment import models
 from pipelines import text as text_lib
 from pipelines.tasks import SentimentData
 from pipelines.vocab import UNK_ID, Vocab
 
 LABELS = ("negative", "positive")
-VOCAB_FILE = "vocab.json"
-BIGRAM_VOCAB_FILE = "bigram_vocab.json"
 HEATMAP_FILE = "attention.png"
 DEMO_SENTENCE = "this great science fiction film is really awesome"
 
@@ -61,73 +59,56 @@ class Prediction:
     return LABELS[self.label]
 
 
-class SentimentTask(registry.Task):
-  """Binary sentiment classification of IMDB reviews (a registry.Task).
+class SentimentTask(Task):
+  """Binary sentiment classification of IMDB reviews.
 
   Args:
     config: the run's Config (model: a configs.*Config with `build`, data: SentimentDataConfig).
     data: already loaded SentimentData (None: loaded from config.data_dir when first needed).
-    vocab: the vocabulary to use without loading the data (e.g. the copy in a run's workdir).
-    bigram_vocab: the same for the bigram vocabulary (with config.data.bigrams).
+    artifacts: {'vocab': Vocab, 'bigram_vocab': Vocab} to use instead of the data's (a run's saved
+      copies; the bigram vocabulary only with config.data.bigrams).
   """
 
+  ARTIFACTS = {"vocab": "vocab.json", "bigram_vocab": "bigram_vocab.json"}
+
   def __init__(self, config: Config, *, data: SentimentData | None = None,
-               vocab: Vocab | None = None, bigram_vocab: Vocab | None = None):
-    super().__init__(config)
+               artifacts: dict[str, Vocab] | None = None):
+    super().__init__(config, data=data, artifacts=artifacts)
     if config.data.bigrams and not getattr(config.model, "reads_bigrams", False):
       raise ValueError(f"data.bigrams is set, but the model {config.model_name or ''} "
                        f"({type(config.model).__name__}) does not read bigrams: set "
                        f"data.bigrams=false, or use a BiLSTM model or ngram_attn")
-    self._data = data
-    self._vocab = vocab
-    self._bigram_vocab = bigram_vocab
     self._model = None
-    self._steps_per_epoch = None
     self._forward = jax.jit(self.forward)
 
-  # -- data ------------------------------------------------------------------------------------------
+  # -- data and vocabularies -----------------------------------------------------------------------
 
-  @property
-  def data(self) -> SentimentData:
+  def load_data(self) -> SentimentData:
     """The prepared IMDB splits (the shipped sample when config.data_dir is None)."""
-    if self._data is None:
-      d = self.config.data
-      self._data = SentimentData.load(
-          source=self.config.data_dir, data_dir=d.prepared_dir, max_len=d.max_len,
-          boundaries=d.buckets, min_freq=d.min_freq, max_size=d.max_vocab,
-          dev_fraction=d.dev_fraction, split_seed=d.split_seed, bigrams=d.bigrams,
-          bigram_min_freq=d.bigram_min_freq)
-    return self._data
+    d = self.config.data
+    return SentimentData.load(
+        source=self.config.data_dir, data_dir=d.prepared_dir, max_len=d.max_len,
+        boundaries=d.buckets, min_freq=d.min_freq, max_size=d.max_vocab,
+        dev_fraction=d.dev_fraction, split_seed=d.split_seed, bigrams=d.bigrams,
+        bigram_min_freq=d.bigram_min_freq)
+
+  def artifacts_from_data(self) -> dict[str, Vocab | None]:
+    bigrams = None
+    if self.config.data.bigrams:
+      bigrams = self.data.bigram_vocab
+      if bigrams is None:
+        raise ValueError("config.data.bigrams is set, but the data given to the task were loaded "
+                         "without bigrams (SentimentData(..., bigrams=True))")
+    return {"vocab": self.data.vocab, "bigram_vocab": bigrams}
 
   @property
   def vocab(self) -> Vocab:
-    return self._vocab if self._vocab is not None else self.data.vocab
+    return self.artifact("vocab")
 
   @property
   def bigram_vocab(self) -> Vocab | None:
     """The bigram vocabulary (None unless config.data.bigrams)."""
-    if not self.config.data.bigrams:
-      return None
-    if self._bigram_vocab is not None:
-      return self._bigram_vocab
-    if self.data.bigram_vocab is None:
-      raise ValueError("config.data.bigrams is set, but the data given to the task were loaded "
-                       "without bigrams (SentimentData(..., bigrams=True))")
-    return self.data.bigram_vocab
-
-  def train_batches(self):
-    tc = self.config.train
-    return self.data.train_batches(tc.batch_size, tc.seed)
-
-  @property
-  def steps_per_epoch(self) -> int:
-    if self._steps_per_epoch is None:
-      self._steps_per_epoch = self.train_batches().batches_per_epoch
-    return self._steps_per_epoch
-
-  def eval_batches(self, split: str):
-    tc = self.config.train
-    return self.data.eval_batches(split, tc.eval_batch_size or tc.batch_size)
+    return self.artifact("bigram_vocab") if self.config.data.bigrams else None
 
   def example_batch(self) -> dict[str, np.ndarray]:
     """A full-width batch of one-token reviews: shapes for `init`, without reading the data."""
@@ -226,9 +207,6 @@ class SentimentTask(registry.Task):
                                 ylabel="queries")
 
   def on_train_end(self, params, workdir: str) -> None:
-    """Keeps the vocabulary with the run (predict needs nothing else) and draws the demo heatmap."""
-    self.vocab.save(os.path.join(workdir, VOCAB_FILE))
-    if self.bigram_vocab is not None:
-      self.bigram_vocab.save(os.path.join(workdir, BIGRAM_VOCAB_FILE))
+    """Draws the attention heatmap of a demo sentence into the run's directory."""
     prediction = self.predict(jax.device_get(params), [DEMO_SENTENCE])[0]
     self.draw_heatmap(prediction, os.path.join(workdir, HEATMAP_FILE))

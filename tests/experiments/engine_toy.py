@@ -28,7 +28,8 @@ from experiments import config as config_lib
 from experiments import plots
 from experiments import registry
 from experiments import steps
-from experiments import trainer
+from experiments.task import Task
+from experiments import runs
 
 BATCH = 12  # a multiple of the 4 fake devices the tests run on
 
@@ -146,7 +147,7 @@ class ToyModel(nn.Module):
     return nn.Dense(2, dtype=self.dtype, param_dtype=self.param_dtype)(h)      # (B, 2)
 
 
-class ToyTask(registry.Task):
+class ToyTask(Task):
   """The engine's test task: classification with per-example weights."""
 
   def __init__(self, config: config_lib.Config):
@@ -198,9 +199,10 @@ class ToyTask(registry.Task):
       yield batch
 
 
-def predict_command(args) -> int:
+def predict_command(args, console) -> int:
   """Prints the label and its probability for inputs written as space-separated token ids."""
-  task, params, _ = trainer.load_for_inference(args.workdir, args.checkpoint)
+  run = runs.load_run(args.workdir, args.checkpoint)
+  task, params = run.task, run.params
   for text in args.inputs:
     ids = [int(t) for t in text.split()]
     tokens = np.zeros((1, task.config.data.seq_len), np.int32)
@@ -208,7 +210,7 @@ def predict_command(args) -> int:
     batch = {"tokens": tokens, "lengths": np.array([len(ids)], np.int32)}
     probs = jax.nn.softmax(task.logits(jax.device_get(params), batch))[0]
     label = int(np.argmax(probs))
-    print(f"{text}\t{label}\t{float(probs[label]):.4f}")
+    console.print(f"{text}\t{label}\t{float(probs[label]):.4f}")
     if args.heatmap:
       weights = np.full(len(ids), 1.0 / len(ids))  # mean pooling: every real token weighs the same
       plots.plot_attention(weights, [str(i) for i in ids], None, args.heatmap,

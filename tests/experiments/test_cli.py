@@ -11,7 +11,7 @@ import pytest
 import engine_toy
 from experiments import metrics_log
 from experiments import registry
-from experiments.__main__ import main
+from experiments.cli import main
 
 engine_toy.enable_compilation_cache()
 

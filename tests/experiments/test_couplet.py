@@ -13,12 +13,13 @@ import pytest
 
 import engine_toy
 from experiments import metrics_log
-from experiments import seq2seq_common
+from experiments import runs
 from experiments import trainer
-from experiments.__main__ import main
+from experiments.cli import main
 from experiments.couplet import metrics
-from experiments.couplet import models
 from experiments.couplet import task as task_lib
+from experiments.seq2seq import decoding
+from experiments.seq2seq import models
 from pipelines.vocab import EOS_ID
 
 engine_toy.enable_compilation_cache()
@@ -73,12 +74,13 @@ def _batch(seed: int = 0):
 
 
 def _luong():
-  return models.LuongCouplet(V, V, embed_dim=6, hidden_size=H, num_layers=2, dropout_rate=0.0)
+  return models.LuongTranslator(V, V, embed_dim=6, hidden_size=H, num_layers=2, dropout_rate=0.0)
 
 
 def _transformer():
-  return models.TransformerCouplet(V, V, model_dim=8, num_heads=2, ffn_hidden=10,
-                                   num_encoder_layers=1, num_decoder_layers=1, dropout_rate=0.0)
+  return models.TransformerTranslator(V, V, model_dim=8, num_heads=2, ffn_hidden=10,
+                                      num_encoder_layers=1, num_decoder_layers=1,
+                                      dropout_rate=0.0)
 
 
 def test_luong_input_feeding_shapes_and_steps_match_teacher_forcing():
@@ -114,7 +116,7 @@ def test_constrained_beam_search_gives_the_upper_lines_length(make_model):
   # Make eos by far the likeliest token: unconstrained, every hypothesis ends at once.
   output = params["output"] if "output" in params else params["decoder"]["output"]
   output["bias"] = output["bias"].at[EOS_ID].add(50.0)
-  decoder = seq2seq_common.SearchDecoder(model)
+  decoder = decoding.SearchDecoder(model)
   exact = src_len - 1  # 4, 1, 3 characters
   free = decoder(params, src, src_len, max_len=S, beam_size=3)
   assert np.all(free.lengths[:, 0] == 0)
@@ -136,7 +138,7 @@ def test_constrained_beam_search_gives_the_upper_lines_length(make_model):
 def workdir(tmp_path_factory):
   """A tiny LSTM run on the sample: one bucket of width 10, 4 steps, beam 3."""
   path = str(tmp_path_factory.mktemp("couplet") / "run")
-  config = trainer.make_config("couplet", "lstm", overrides=[
+  config = runs.make_config("couplet", "lstm", overrides=[
       "model.embed_dim=8", "model.hidden_size=12", "model.num_layers=1", "train.num_steps=4",
       "train.batch_size=16", "train.eval_batch_size=128", "train.log_every=2",
       "train.progress_bar=false", "data.max_len=10", "data.buckets=10",
@@ -155,7 +157,7 @@ def test_training_writes_metrics_vocab_and_samples(workdir):
   assert dev["decoded"] == 5 and dev["exact_length"] == 1.0
   assert 0 <= dev["bleu"] <= 100 and 0 <= dev["exact_length_free"] <= 1
   assert "bleu" not in test and test["perplexity"] == pytest.approx(math.exp(test["nll"]), 1e-4)
-  assert os.path.exists(os.path.join(workdir, task_lib.VOCAB_FILE))
+  assert os.path.exists(os.path.join(workdir, task_lib.CoupletTask.ARTIFACTS["vocab"]))
   with open(os.path.join(workdir, task_lib.SAMPLES_FILE), encoding="utf-8") as f:
     samples = json.load(f)
   assert len(samples) == 1 + task_lib.NUM_SAMPLES
@@ -165,7 +167,7 @@ def test_training_writes_metrics_vocab_and_samples(workdir):
 
 
 def test_couplet_command_prints_beams_of_the_upper_lines_length(workdir, capsys, tmp_path):
-  assert main(["couplet", task_lib.DEMO_UPPER, "--workdir", workdir, "--beams", "3"]) == 0
+  assert main(["couplet", task_lib.DEMO_UPPER, "--workdir", workdir, "--num-results", "3"]) == 0
   lines = capsys.readouterr().out.splitlines()
   assert [line.split("\t")[0] for line in lines] == ["1", "2", "3"]
   assert all(len(line.split("\t")[1]) == 7 for line in lines)

@@ -8,13 +8,14 @@ import numpy as np
 import optax
 import pytest
 
-from experiments import __main__ as cli
+from experiments import cli
 from experiments import config as config_lib
+from experiments import plots
+from experiments import runs
 from experiments import steps
 from experiments import trainer
 from experiments.sentiment import configs
 from experiments.sentiment import models
-from experiments.sentiment import predict as predict_lib
 from experiments.sentiment.task import SentimentTask
 from experiments.train_state import TrainState
 from pipelines import text as text_lib
@@ -124,19 +125,23 @@ def test_train_then_predict_prints_label_and_word_weights(tmp_path, capsys, samp
   heatmap = tmp_path / "heat.png"
   assert cli.main(["predict", "sentiment", text, "--workdir", workdir,
                    "--heatmap", str(heatmap)]) == 0
-  lines = capsys.readouterr().out.splitlines()
-  label, probability, echoed = lines[1].split("\t")
+  captured = capsys.readouterr()
+  lines = captured.out.splitlines()
+  assert captured.err.splitlines()[0].startswith("# bilstm_attn_dot from")
+  assert len(lines) == 1 + 8
+  label, probability, echoed = lines[0].split("\t")
   assert label in ("negative", "positive") and echoed == text
   assert 0.5 <= float(probability) <= 1.0
-  rows = [line.split() for line in lines[2:2 + 8]]
+  rows = [line.split() for line in lines[1:1 + 8]]
   assert [r[0] for r in rows] == text.lower().split()
   assert sum(float(r[1]) for r in rows) == pytest.approx(1.0, abs=5e-4)
   assert heatmap.exists() and heatmap.stat().st_size > 0
 
 
 def test_heatmap_paths_are_numbered_for_several_texts():
-  assert predict_lib.heatmap_paths("a/out.png", 1) == ["a/out.png"]
-  assert predict_lib.heatmap_paths("a/out.png", 2) == ["a/out-1.png", "a/out-2.png"]
+  assert plots.numbered_paths("a/out.png", 1) == ["a/out.png"]
+  assert plots.numbered_paths("a/out.png", 2) == ["a/out-1.png", "a/out-2.png"]
+  assert plots.numbered_paths("a/out", 2) == ["a/out-1.png", "a/out-2.png"]
 
 
 # ---- word bigrams
@@ -238,13 +243,14 @@ def test_bigram_run_saves_its_bigram_vocabulary_and_predicts(tmp_path, capsys, s
   text = "Not good at all"
   assert cli.main(["predict", "sentiment", text, "--workdir", workdir]) == 0
   lines = capsys.readouterr().out.splitlines()
-  assert lines[1].split("\t")[2] == text
-  assert [line.split()[0] for line in lines[2:]] == ["not", "good", "at", "all"]
+  assert lines[0].split("\t")[2] == text
+  assert [line.split()[0] for line in lines[1:]] == ["not", "good", "at", "all"]
   # The prediction equals the model applied to the ids the pipeline gives this text.
-  task, params, _ = predict_lib.load_run(workdir)
+  run = runs.load_run(workdir)
+  task, params = run.task, run.params
   words = text.lower().split()
   ids = np.array([sample_bigrams.vocab.encode(words)], np.int32)
   pair_ids = np.array([sample_bigrams.bigram_vocab.encode(text_lib.word_bigrams(words))], np.int32)
   logits, _ = task.forward(params, ids, np.array([4], np.int32), None, pair_ids)
   probability = float(jax.nn.softmax(logits[0]).max())
-  assert float(lines[1].split("\t")[1]) == pytest.approx(probability, abs=1e-4)
+  assert float(lines[0].split("\t")[1]) == pytest.approx(probability, abs=1e-4)

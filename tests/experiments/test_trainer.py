@@ -13,10 +13,12 @@ import pytest
 import engine_toy
 from experiments import config as config_lib
 from experiments import metrics_log
+from experiments import runs
 from experiments import trainer
 from experiments.checkpoints import CheckpointMismatchError
 from experiments.checkpoints import Checkpoints
 from experiments.parallel import DataParallel
+from experiments.train_state import make_init
 
 engine_toy.enable_compilation_cache()
 
@@ -83,7 +85,7 @@ def test_outputs_of_a_finished_run(finished):
   # Latest checkpoints: the last two saves (9 by the interval, 10 at the end).
   assert Checkpoints(str(workdir)).latest.all_steps() == [9, 10]
   # The best parameters come back and evaluate to the recorded test metrics.
-  again = trainer.evaluate_run(str(workdir), "test", "best")
+  again = runs.evaluate_run(str(workdir), "test", "best")
   assert again["metrics"] == pytest.approx(results["test"], rel=1e-6)
 
 
@@ -101,7 +103,7 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_good_checkpoint(tmp_path):
   # The kept checkpoint is good: finite parameters, and training resumes from it.
   cfg = config_lib.override(engine_toy.toy_config(), RUN)
   task = engine_toy.ToyTask(cfg)
-  params, step = trainer.restore_params(task, cfg, str(tmp_path), "latest")
+  params, step = runs.restore_params(task, cfg, str(tmp_path), "latest")
   assert step == 5
   assert all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(jax.device_get(params)))
 
@@ -118,7 +120,7 @@ def test_checkpoint_restore_into_missing_or_extra_parameters(tmp_path):
   cfg = engine_toy.toy_config()
   task = engine_toy.ToyTask(cfg)
   tx = trainer.make_optimizer(cfg.optimizer, 10)[0]
-  init = trainer._init_fn(task, tx)
+  init = make_init(task, tx)
   state = jax.jit(init)(jax.random.key(0), task.example_batch())
   ckpts = Checkpoints(str(tmp_path), asynchronous=False)
   ckpts.save(state, {"data": {}})

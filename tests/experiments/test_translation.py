@@ -11,12 +11,13 @@ import numpy as np
 import optax
 import pytest
 
-from experiments import __main__ as cli
+from experiments import cli
 from experiments import config as config_lib
 from experiments import trainer
 from experiments.checkpoints import Checkpoints
 from experiments.translation import configs
 from experiments.translation import metrics
+from experiments.seq2seq.loss import sequence_loss
 from experiments.translation import task as task_lib
 from pipelines.tasks import TranslationData
 from pipelines.vocab import EOS_ID
@@ -46,7 +47,7 @@ def test_sequence_loss_exact_value_and_padding_weighs_nothing():
   lengths = np.array([4, 2, 2], np.int32)
   weight = np.array([1.0, 1.0, 0.0], np.float32)  # the third row is a filler row
 
-  loss_fn = jax.jit(task_lib.sequence_loss)
+  loss_fn = jax.jit(sequence_loss)
   loss, m = loss_fn(logits, targets, lengths, weight)
   logp = _log_softmax(logits.astype(np.float64))
   real = [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1)]
@@ -77,7 +78,7 @@ def test_label_smoothing_exact_value():
   targets = np.array([[4, 1]], np.int32)
   lengths, weight = np.array([2], np.int32), np.ones(1, np.float32)
   eps = 0.2
-  loss, m = jax.jit(task_lib.sequence_loss, static_argnums=4)(logits, targets, lengths, weight,
+  loss, m = jax.jit(sequence_loss, static_argnums=4)(logits, targets, lengths, weight,
                                                               eps)
   logp = _log_softmax(logits.astype(np.float64))[0]
   per_token = [(1 - eps) * -logp[t, targets[0, t]] + eps * -logp[t].mean() for t in range(2)]
@@ -188,14 +189,14 @@ def _targets(batch) -> list[list[int]]:
 def test_overfit_one_batch_then_greedy_translates_it_back(overfit):
   task, params, batch, loss = overfit
   assert loss < 0.02
-  decoded = task.decode_ids(params, [batch["src"][b, :batch["src_len"][b]] for b in range(B)])
+  decoded = task.decode(params, [batch["src"][b, :batch["src_len"][b]] for b in range(B)])
   assert [list(hyps[0]) for hyps, _ in decoded] == _targets(batch)
 
 
 def test_beam_search_on_the_trained_model(overfit):
   task, params, batch, _ = overfit
   sources = [batch["src"][b, :batch["src_len"][b]] for b in range(B)]
-  beams = task.decode_ids(params, sources, beam_size=3, length_penalty=0.0)
+  beams = task.decode(params, sources, beam_size=3, length_penalty=0.0)
   log_probs = jax.jit(lambda *args: jax.nn.log_softmax(task.model.logits(*args), axis=-1))
   logp = np.asarray(log_probs(params, batch["src"], batch["src_len"], batch["tgt_in"]))  # (B,T,V)
   for b, ((hyps, scores), target) in enumerate(zip(beams, _targets(batch))):
@@ -212,7 +213,7 @@ def test_attention_rows_are_distributions_over_the_source(overfit):
   task, params, batch, _ = overfit
   src = batch["src"][0, :batch["src_len"][0]]
   target = _targets(batch)[0]
-  weights = task.attention_weights(params, src, target)
+  weights = task.attention(params, src, target)
   assert weights.shape == (len(target) + 1, len(src))
   np.testing.assert_allclose(weights.sum(1), 1.0, rtol=1e-5)
 
@@ -227,8 +228,8 @@ def workdir(overfit, tmp_path_factory):
   ckpts = Checkpoints(path, best_metric="dev/bleu", best_mode="max", asynchronous=False)
   ckpts.save_best(1, params, {"dev/bleu": 1.0})
   ckpts.close()
-  task.src_vocab.save(os.path.join(path, task_lib.SRC_VOCAB_FILE))
-  task.tgt_vocab.save(os.path.join(path, task_lib.TGT_VOCAB_FILE))
+  assert sorted(map(os.path.basename, task.save_artifacts(path))) == ["src_vocab.json",
+                                                                      "tgt_vocab.json"]
   return path
 
 
@@ -240,21 +241,23 @@ def test_cli_translate_prints_the_learned_translation_and_saves_a_heatmap(
   png = str(tmp_path / "heat.png")
   assert cli.main(["translate", source, "--workdir", workdir, "--beam", "3", "--num-results",
                    "2", "--heatmap", png]) == 0
-  lines = capsys.readouterr().out.splitlines()
-  assert lines[0].startswith("# transformer from") and "beam 3" in lines[0]
-  text, score, echoed = lines[1].split("\t")
+  captured = capsys.readouterr()
+  lines, notes = captured.out.splitlines(), captured.err.splitlines()
+  assert notes[0].startswith("# transformer from") and "beam 3" in notes[0]
+  assert notes[-1] == f"heatmap saved to {png}"
+  text, score, echoed = lines[0].split("\t")
   assert (text, echoed) == (expected, source) and float(score) <= 0
-  assert lines[2].startswith("  2. ")
-  assert lines[3] == f"  heatmap saved to {png}"
+  assert len(lines) == 2 and lines[1].startswith("  2. ")
   with open(png, "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_extra_eval_and_on_train_end(overfit, tmp_path):
   task, params, _, _ = overfit
-  result = task.extra_eval(params, "test")
-  assert set(result) == {"perplexity", "bleu", "bleu_beam", "bleu_multiref",
-                         "bleu_beam_multiref", "multiref_sources"}
+  result = trainer.evaluate(task, params, "test")
+  assert set(result) == {"loss", "nll", "token_accuracy", "perplexity", "bleu", "bleu_beam",
+                         "bleu_multiref", "bleu_beam_multiref", "multiref_sources"}
+  assert result["perplexity"] == pytest.approx(np.exp(result["nll"]), rel=1e-6)
   assert result["perplexity"] > 1 and 0 <= result["bleu"] <= 100
   assert 1 <= result["multiref_sources"] <= 11
   keys = task.source_keys("test")

@@ -28,8 +28,9 @@ import pytest
 import engine_toy
 import toy_runs
 from experiments import registry
+from experiments import runs
 from experiments import trainer
-from experiments.__main__ import main
+from experiments.cli import main
 from experiments.checkpoints import Checkpoints
 from experiments.train_state import TrainState
 from experiments.train_state import make_optimizer
@@ -383,7 +384,7 @@ def _fails_with(status: int, message: str, untouched: bool = False) -> Callable[
 
 def _train_other_model_over(env):
   """A checkpoint of the toy's 'mlp' model (embedding width 10), then `train --model wide`."""
-  cfg = trainer.make_config("toy", "mlp")
+  cfg = runs.make_config("toy", "mlp")
   task = engine_toy.ToyTask(cfg)
   tx, _ = make_optimizer(cfg.optimizer, total_steps=10)
   state = jax.jit(lambda rng, batch: TrainState.create(task.init(rng, batch), tx, rng))(

@@ -42,6 +42,7 @@ import commit_gate
 import engine_toy
 import toy_runs
 from experiments import metrics_log
+from experiments import runs
 from experiments import trainer
 from experiments.checkpoints import BEST_DIR
 from experiments.checkpoints import LATEST_DIR
@@ -256,7 +257,7 @@ class _CtrlCTask(engine_toy.ToyTask):
 
 
 def test_ctrl_c_saves_and_stops_and_twice_stops_at_once(tmp_path):
-  cfg = trainer.make_config("toy", "mlp", overrides=toy_runs.OVERRIDES)
+  cfg = runs.make_config("toy", "mlp", overrides=toy_runs.OVERRIDES)
   stopped = trainer.train(_CtrlCTask(cfg), cfg, str(tmp_path))
   assert stopped.interrupted == signal.SIGINT and 5 <= stopped.step < toy_runs.TOTAL_STEPS
   assert stopped.results is None  # the command line turns this into exit status 130

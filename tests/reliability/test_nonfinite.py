@@ -25,9 +25,10 @@ import pytest
 import engine_toy
 import toy_runs
 from experiments import metrics_log
+from experiments import runs
 from experiments import steps
 from experiments import trainer
-from experiments.__main__ import main
+from experiments.cli import main
 from experiments.checkpoints import Checkpoints
 from experiments.parallel import DataParallel
 from experiments.train_state import TrainState
@@ -111,7 +112,7 @@ def test_divergence_is_caught_at_the_first_nonfinite_step(tmp_path):
 
   # Replaying from the kept checkpoint with the engine's own step program, one fresh metric sum
   # per step: the objective is finite up to step bad - 1 and not at step bad.
-  cfg = trainer.make_config("toy", "mlp", overrides=[*toy_runs.OVERRIDES, *diverging])
+  cfg = runs.make_config("toy", "mlp", overrides=[*toy_runs.OVERRIDES, *diverging])
   task = engine_toy.ToyTask(cfg)
   tx, schedule = make_optimizer(cfg.optimizer, trainer.total_steps(cfg, task.steps_per_epoch))
   train_step = steps.make_train_step(task, tx, schedule)

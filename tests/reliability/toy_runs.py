@@ -22,6 +22,7 @@ if TOY_DIR not in sys.path:
 
 import engine_toy  # noqa: E402  (needs TOY_DIR on the path)
 from experiments import metrics_log  # noqa: E402
+from experiments import runs  # noqa: E402
 from experiments import trainer  # noqa: E402
 
 engine_toy.enable_compilation_cache()
@@ -37,7 +38,7 @@ LOG_STEPS = (2, 4, 5, 6, 8, 10, 12, 14, 15, 16, 18, 20)
 
 def train(workdir, extra: Sequence[str] = ()) -> trainer.TrainResult:
   """Trains the toy run in this process, as `python -m experiments train toy` would."""
-  return trainer.run("toy", "mlp", workdir=os.fspath(workdir), overrides=[*OVERRIDES, *extra])
+  return runs.train_named("toy", "mlp", workdir=os.fspath(workdir), overrides=[*OVERRIDES, *extra])
 
 
 def records(workdir) -> list[dict[str, Any]]:
@@ -48,9 +49,9 @@ def records(workdir) -> list[dict[str, Any]]:
 
 def restore(workdir, which: str = "latest", extra: Sequence[str] = ()) -> tuple[Any, int]:
   """(parameters on the host, step) of a run's latest or best checkpoint."""
-  cfg = trainer.make_config("toy", "mlp", overrides=[*OVERRIDES, *extra])
+  cfg = runs.make_config("toy", "mlp", overrides=[*OVERRIDES, *extra])
   task = engine_toy.ToyTask(cfg)
-  params, step = trainer.restore_params(task, cfg, os.fspath(workdir), which)
+  params, step = runs.restore_params(task, cfg, os.fspath(workdir), which)
   return jax.device_get(params), step
 
 

@@ -1,8 +1,12 @@
-"""The two translation models behind one small interface, so task, decoding and plots need no
-branches on the model family.
+"""The sequence-to-sequence models behind one small interface, so tasks, decoding and plots need
+no branches on the model family.
 
   BahdanauTranslator     zoo.bahdanau_seq2seq: embedding, multi-layer LSTM encoder, LSTM decoder
                          with additive (Bahdanau) attention (d2l 11.4).
+  LuongTranslator        zoo.luong_seq2seq: the Paddle couplet chapter's LSTM encoder-decoder with
+                         input feeding and Luong attention (input_proj of the encoder outputs, dot
+                         score with the top LSTM output, output_proj of [context; output]); the
+                         decoder starts from the encoder's final state.
   TransformerTranslator  zoo.transformer.Transformer: token embeddings * sqrt(D) + sinusoidal
                          positions, encoder-decoder stacks (pre-norm or post-norm), cached
                          incremental decoding.
@@ -39,7 +43,7 @@ def _dropout_rngs(rng: jax.Array | None) -> dict[str, jax.Array]:
 
 
 class Translator(abc.ABC):
-  """A sequence-to-sequence Flax module and the functions the translation task calls."""
+  """A sequence-to-sequence Flax module and the pure functions the tasks and decoders call."""
 
   def __init__(self, module: nn.Module):
     self.module = module
@@ -137,3 +141,32 @@ class TransformerTranslator(Translator):
 
   def decode_step(self, params, state, tokens):
     return self.module.apply({"params": params}, state, tokens, method=Transformer.decode_step)
+
+
+class LuongTranslator(BahdanauTranslator):
+  """zoo.luong_seq2seq behind the Translator interface.
+
+  The teacher-forcing, attention and decoding functions are those of any zoo.seq2seq.Seq2Seq, so
+  they are inherited from BahdanauTranslator; only the module differs.
+
+  Args:
+    src_vocab_size, tgt_vocab_size: the source and target vocabulary sizes.
+    embed_dim, hidden_size, num_layers, dropout_rate: as zoo.luong_seq2seq (the couplet chapter:
+      256, 256, 2, 0.2).
+    output_activation: 'none' (the chapter: the attentional vector is output_proj's result) or
+      'tanh' (Luong et al.).
+    dtype, param_dtype: computation and storage dtypes.
+  """
+
+  OUTPUT_ACTIVATIONS = {"none": None, "tanh": jnp.tanh}
+
+  def __init__(self, src_vocab_size: int, tgt_vocab_size: int, *, embed_dim: int,
+               hidden_size: int, num_layers: int, dropout_rate: float,
+               output_activation: str = "none", dtype: Any = jnp.float32,
+               param_dtype: Any = jnp.float32):
+    if output_activation not in self.OUTPUT_ACTIVATIONS:
+      raise ValueError(f"output_activation must be one of {sorted(self.OUTPUT_ACTIVATIONS)}, got "
+                       f"{output_activation!r}")
+    Translator.__init__(self, seq2seq.luong_seq2seq(
+        src_vocab_size, tgt_vocab_size, embed_dim, hidden_size, num_layers, dropout_rate, dtype,
+        param_dtype, output_activation=self.OUTPUT_ACTIVATIONS[output_activation]))

@@ -1,27 +1,23 @@
-"""What the sequence-to-sequence experiments share beyond the loss: batched, jit-compiled greedy /
-beam search with an optional exact-length constraint.
-
-(The masked sequence cross-entropy is experiments.translation.task.sequence_loss.)
+"""Batched, jit-compiled greedy and beam search over a models.Translator, for every
+sequence-to-sequence experiment.
 
   SearchDecoder(model)(params, src, src_len, max_len=..., beam_size=..., exact_lens=...)
-                                                            Hypotheses of a batch of sources
-  decode_batches(decode, batches)                          the hypotheses of every real row of
-                                                            an evaluation pass, by example index
-
-The models follow the interface of experiments.translation.models.Translator: pure functions
-`init_decode_state(params, src, src_len, max_len)` and `decode_step(params, state, tokens)` (the
-zoo.search step contract). Written for the couplet experiment (issue 6), usable by translation.
+                                             Hypotheses of a batch of sources (zoo.search)
+  source_batches(sources, boundaries, batch_size)
+                                             length-sorted, padded batches of id sequences
+  decode_batches(decode, batches)            the hypotheses of every real row, by example index
 
 Shape letters: B batch, S source length, T target length, V vocabulary, W beam.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import jax
 import numpy as np
 
+from pipelines.batching import Batcher
 from pipelines.vocab import BOS_ID, EOS_ID
 from zoo.search import beam_search
 from zoo.search import greedy_search
@@ -53,7 +49,7 @@ class SearchDecoder:
 
   Args:
     model: an object with `init_decode_state(params, src, src_len, max_len)` and
-      `decode_step(params, state, tokens)` (experiments.translation.models.Translator).
+      `decode_step(params, state, tokens)` (a models.Translator).
     bos_id, eos_id: the special ids (pipelines.vocab's by default).
   """
 
@@ -97,11 +93,10 @@ class SearchDecoder:
 
     Returns:
       Hypotheses with W = beam_size.
+
+    Raises:
+      ValueError: from zoo.search, for a beam_size or max_len that is not a positive integer.
     """
-    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
-      raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
-      raise ValueError(f"max_len must be a positive int, got {max_len!r}")
     key = (beam_size, max_len)
     if key not in self._compiled:
       self._compiled[key] = self._search_fn(beam_size, max_len)
@@ -111,6 +106,28 @@ class SearchDecoder:
         params, np.asarray(src, np.int32), np.asarray(src_len, np.int32), exact_lens,
         np.float32(length_penalty))
     return Hypotheses(*jax.device_get((tokens, lengths, scores)))
+
+
+def source_batches(sources: Sequence[np.ndarray], boundaries: Sequence[int],
+                   batch_size: int) -> Iterator[dict[str, np.ndarray]]:
+  """Batches of id sequences for decoding: shortest first, each padded to the first boundary that
+  holds its longest source, always `batch_size` rows (filler rows weigh 0), so that only
+  len(boundaries) shapes are ever compiled and a batch of short sources stops after a few steps.
+
+  Args:
+    sources: int id sequences (eos included), at most boundaries[-1] long (longer ones are cut).
+    boundaries: ascending padded widths, e.g. the data's source buckets, or (max_len,).
+    batch_size: rows per batch.
+
+  Yields:
+    dicts with 'src' int32 (batch_size, S), 'src_len' (batch_size,), 'index' (batch_size,) (the
+    position of the row's source in `sources`) and 'weight' (batch_size,).
+  """
+  order = np.argsort([len(s) for s in sources], kind="stable")
+  batcher = Batcher({"src": [sources[i] for i in order]}, {"index": order.astype(np.int32)},
+                    boundaries=tuple(boundaries), batch_size=batch_size,
+                    length_keys={"src": "src_len"}, process_index=0, process_count=1)
+  return batcher.eval_batches()
 
 
 def decode_batches(decode: Callable[[dict[str, np.ndarray]], Hypotheses],

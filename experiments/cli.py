@@ -1,0 +1,153 @@
+"""The command line: `python -m experiments <command> ...` (parsing and printing only).
+
+  train <experiment> [--model NAME] [--data-dir PATH] [--workdir DIR] [overrides] [--show-config]
+      Trains a named run; rerunning the same command resumes it. --show-config prints the settings.
+  evaluate --workdir DIR [--split test] [--checkpoint best|latest] [--data-dir PATH]
+      Evaluates a trained run and prints its metrics as JSON.
+  predict <experiment> INPUT ... [--workdir DIR] [--heatmap PNG] [--beam-size N] [--num-results N]
+      Runs a trained model on the inputs (each experiment's cli.py says what it prints).
+  <alias> INPUT ...
+      The shorthands experiments declare: `translate` = `predict translation`, `couplet` =
+      `predict couplet`, `classify` = `predict sentiment`.
+  list
+      The registered experiments and their models.
+
+Experiments are found by the registry (experiments/registry.py): this module names none of them.
+What the commands print goes through experiments.console.Console (results on stdout, notes on
+stderr).
+
+Exit status: 0 done; 1 the run failed (NaN loss, checkpoint mismatch, missing data); 2 bad
+arguments; 128 + the signal number when SIGTERM (143) or SIGINT (130) stopped training after saving
+a checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from experiments import config as config_lib
+from experiments import registry
+from experiments import runs
+from experiments import trainer
+from experiments.checkpoints import CheckpointMismatchError
+from experiments.console import Console
+from experiments.console import UsageError
+
+
+def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
+  """The flags every experiment's predict command has (its own come from its cli.py)."""
+  parser.add_argument("inputs", nargs="+", help="texts to run the model on")
+  parser.add_argument("--workdir", help="the training run's directory (default: runs/<experiment>-"
+                      "<model>)")
+  parser.add_argument("--model", help="the model, to find the default --workdir")
+  parser.add_argument("--checkpoint", choices=runs.CHECKPOINT_CHOICES, default="best")
+  parser.add_argument("--data-dir", help="where the run's data lives, if it moved (read only when "
+                      "the run did not save its vocabularies)")
+  parser.add_argument("--heatmap", metavar="PNG", help="also save the attention heatmap here "
+                      "(numbered -1, -2, ... for several inputs)")
+  parser.add_argument("--beam-size", type=int, help="beam width for decoding experiments")
+  parser.add_argument("--num-results", type=int, default=1, help="how many results per input")
+
+
+def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.ArgumentParser:
+  """The parser of every command, with a predict subcommand and the aliases of each experiment."""
+  parser = argparse.ArgumentParser(
+      prog="python -m experiments", description="Train and use the attention zoo's experiments.",
+      epilog="Exit status: 0 ok, 1 the run failed, 2 bad arguments, 128+signal when stopped.")
+  parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                      help="import MODULE first (it may register more experiments)")
+  commands = parser.add_subparsers(dest="command", required=True)
+
+  train = commands.add_parser("train", help="train a named run (resumes from --workdir)")
+  train.add_argument("experiment")
+  train.add_argument("--model", help="the named run within the experiment (default: its default)")
+  train.add_argument("--data-dir", help="the data (default: the sample shipped with the package)")
+  train.add_argument("--workdir", help="checkpoints, logs and results (default: runs/<experiment>-"
+                     "<model>)")
+  train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a config field, e.g. --set optimizer.learning_rate=3e-4 "
+                     "(repeatable)")
+  train.add_argument("--show-config", action="store_true", help="print the settings and exit")
+
+  evaluate = commands.add_parser("evaluate", help="evaluate a trained run")
+  evaluate.add_argument("--workdir", required=True)
+  evaluate.add_argument("--split", default="test", choices=("dev", "test"))
+  evaluate.add_argument("--checkpoint", choices=runs.CHECKPOINT_CHOICES, default="best")
+  evaluate.add_argument("--data-dir")
+
+  predict = commands.add_parser("predict", help="run a trained model on inputs")
+  per_experiment = predict.add_subparsers(dest="experiment", required=True, metavar="experiment")
+  for name, exp in sorted(experiments.items()):
+    if exp.predict is None:
+      continue
+    subparsers = [per_experiment.add_parser(name, help=exp.description or None)]
+    for alias in exp.aliases:
+      subparsers.append(commands.add_parser(alias, help=f"same as `predict {name}`"))
+      subparsers[-1].set_defaults(experiment=name)
+    for sub in subparsers:
+      add_predict_arguments(sub)
+      if exp.add_predict_arguments is not None:
+        exp.add_predict_arguments(sub)
+
+  commands.add_parser("list", help="list the experiments and their models")
+  return parser
+
+
+def _list(experiments: dict[str, registry.Experiment], console: Console) -> int:
+  for name, exp in sorted(experiments.items()):
+    models = ", ".join(f"{m}*" if m == exp.default_model else m for m in exp.configs)
+    console.print(f"{name}: {models}")
+  if not experiments:
+    console.print("no experiments registered")
+  return 0
+
+
+def main(argv: Sequence[str] | None = None, console: Console | None = None) -> int:
+  """Runs one command; returns the exit status (argparse exits with 2 on bad arguments)."""
+  console = console or Console()
+  argv = list(sys.argv[1:] if argv is None else argv)
+  pre = argparse.ArgumentParser(add_help=False)
+  pre.add_argument("--import", dest="imports", action="append", default=[])
+  known, _ = pre.parse_known_args(argv)
+  experiments = registry.load_experiments(known.imports)
+  parser = build_parser(experiments)
+  args = parser.parse_args(argv)
+  if args.command == "list":
+    return _list(experiments, console)
+
+  # Argument errors (unknown experiment, model or config key, bad value) exit with status 2.
+  try:
+    if args.command == "train":
+      cfg = runs.make_config(args.experiment, args.model, data_dir=args.data_dir,
+                             overrides=args.overrides)
+      if args.show_config:
+        console.print(config_lib.describe(cfg))
+        return 0
+    elif args.command == "predict" or hasattr(args, "inputs"):
+      exp = registry.get_experiment(args.experiment)
+      if args.workdir is None:
+        args.workdir = runs.default_workdir(exp.config(args.model))
+  except ValueError as e:
+    parser.error(str(e))
+
+  # Failures of the run itself exit with status 1 and a message (no traceback). ValueError covers
+  # what is found only once the task exists: missing or corrupt data (pipelines' SourceError), a
+  # checkpoint of another model, a batch size the devices cannot split, an unknown best_metric.
+  try:
+    if args.command == "train":
+      result = trainer.train(runs.make_task(cfg), cfg, args.workdir or runs.default_workdir(cfg))
+      return 0 if result.interrupted is None else 128 + int(result.interrupted)
+    if args.command == "evaluate":
+      console.print(json.dumps(runs.evaluate_run(args.workdir, args.split, args.checkpoint,
+                                                 args.data_dir), indent=2))
+      return 0
+    return int(exp.predict(args, console) or 0)
+  except UsageError as e:
+    console.error(str(e))
+    return 2
+  except (trainer.NonFiniteLossError, CheckpointMismatchError, ValueError, FileNotFoundError) as e:
+    console.error(str(e))
+    return 1

@@ -1,0 +1,59 @@
+"""The one path everything a command prints goes through.
+
+Results (what a user pipes into a file: translations, labels, JSON) go to standard output, one
+`print` per line; notes (headers, where a file was saved, warnings, progress) go to standard
+error, so `translate < in.txt > out.txt` leaves only translations in out.txt. Library code never
+prints: it returns values, and the command-line modules (experiments/cli.py and each experiment's
+cli.py) hand them to a Console. Tests pass a Console over lists to read what a command said.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+
+class Console:
+  """Where a command's lines go.
+
+  Args:
+    out: the stream of results (default sys.stdout, looked up at each line so pytest's capture
+      works).
+    err: the stream of notes (default sys.stderr, the same way).
+  """
+
+  def __init__(self, out: TextIO | None = None, err: TextIO | None = None):
+    self._out, self._err = out, err
+
+  def print(self, line: str = "") -> None:
+    """Writes one line of results to standard output."""
+    print(line, file=self._out or sys.stdout, flush=True)
+
+  def note(self, line: str) -> None:
+    """Writes one line for the person at the terminal (not a result) to standard error."""
+    print(line, file=self._err or sys.stderr, flush=True)
+
+  def error(self, message: str) -> None:
+    """Writes 'error: message' to standard error."""
+    self.note(f"error: {message}")
+
+
+class ListConsole(Console):
+  """A Console that keeps the lines in two lists (for tests and notebooks)."""
+
+  def __init__(self):
+    super().__init__()
+    self.lines: list[str] = []
+    self.notes: list[str] = []
+
+  def print(self, line: str = "") -> None:
+    self.lines.append(line)
+
+  def note(self, line: str) -> None:
+    self.notes.append(line)
+
+
+
+class UsageError(ValueError):
+  """Bad command-line input found by a command (an input text the model cannot read, a count
+  below 1): the command line exits with status 2 and the message, like an argparse error."""

@@ -1,0 +1,58 @@
+"""The `couplet` command (`predict couplet`): lower lines for upper lines from a trained run.
+
+    python -m experiments couplet "晚风摇树树还挺" [--workdir runs/couplet-lstm] [--num-results 3]
+        [--beam-size 10] [--free] [--heatmap attention.png]
+
+For each upper line it prints the best lower line; with --num-results N the N best lines of the
+beam, one per line as "rank<TAB>line<TAB>log-probability" (the beam is widened to N if it is
+smaller). Several upper lines are separated by a blank line. By default every lower line has
+exactly as many characters as its upper line (the length constraint of zoo.search); --free lets
+the model end the line where it likes. --heatmap saves the attention of the best line over the
+upper line (numbered -1, -2 ... for several upper lines). Unknown characters and saved files are
+noted on standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from experiments import plots
+from experiments import runs
+from experiments.console import Console
+from experiments.console import UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """The couplet command's own flags (experiments/cli.py gives --beam-size, --heatmap ...)."""
+  parser.add_argument("--free", action="store_true",
+                      help="no length constraint: the model decides where the line ends")
+
+
+def predict(args: argparse.Namespace, console: Console) -> int:
+  """Generates lower lines for args.inputs with the run in args.workdir; returns the exit status."""
+  if args.num_results < 1 or (args.beam_size is not None and args.beam_size < 1):
+    raise UsageError(f"--num-results and --beam-size must be at least 1, got {args.num_results} "
+                     f"and {args.beam_size}")
+  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
+  try:
+    generations = run.task.generate(run.params, list(args.inputs), num_results=args.num_results,
+                                    beam_size=args.beam_size, constrained=not args.free)
+  except ValueError as e:  # an empty or too long upper line
+    raise UsageError(str(e)) from None
+  paths = (plots.numbered_paths(args.heatmap, len(generations)) if args.heatmap
+           else [None] * len(generations))
+  for i, (generation, path) in enumerate(zip(generations, paths)):
+    if i:
+      console.print("")
+    if args.num_results == 1:
+      console.print(generation.lines[0])
+    else:
+      for rank, (line, score) in enumerate(zip(generation.lines, generation.scores), start=1):
+        console.print(f"{rank}\t{line}\t{score:.4f}")
+    if generation.unknown:
+      console.note(f"characters outside the vocabulary (read as <unk>): "
+                   f"{''.join(generation.unknown)}")
+    if path is not None:
+      run.task.draw_heatmap(run.params, generation, path)
+      console.note(f"attention heatmap saved to {path}")
+  return 0

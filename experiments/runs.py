@@ -1,0 +1,164 @@
+"""Runs by name, and trained runs loaded back: what commands and notebooks call.
+
+    cfg = runs.make_config("sentiment", "bilstm_attn_additive", overrides=["train.num_epochs=1"])
+    result = runs.train_named("sentiment", "bilstm_attn_additive")      # trainer.train on it
+    run = runs.load_run("runs/sentiment-bilstm_attn_additive")          # task, params, step, config
+    run.task.predict(run.params, ["a fine film"])
+    runs.evaluate_run("runs/sentiment-bilstm_attn_additive", split="test")
+
+`load_run` is the one inference loader of the project: it rebuilds the run's Config from its
+config.json, builds the experiment's task, loads the artifacts the run saved beside its
+checkpoints (vocabularies: see Task.ARTIFACTS) and restores the best (or latest) parameters. So
+predicting needs the run's directory and nothing else; the training data is opened only when an
+artifact is missing (a run saved before artifacts were written at the start of training) or when
+`evaluate_run` reads a split.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Sequence
+
+import jax
+
+from experiments import config as config_lib
+from experiments import registry
+from experiments import trainer
+from experiments.checkpoints import Checkpoints
+from experiments.config import Config
+from experiments.parallel import DataParallel
+from experiments.task import Task
+from experiments.train_state import make_init
+from experiments.train_state import make_optimizer
+
+CHECKPOINT_CHOICES = ("best", "latest")
+
+
+def default_workdir(config: Config) -> str:
+  """runs/<experiment>-<model>: where a named run writes unless told otherwise."""
+  return os.path.join("runs", f"{config.experiment}-{config.model_name}")
+
+
+def make_config(experiment: str, model: str | None = None, *, data_dir: str | None = None,
+                overrides: Sequence[str] = ()) -> Config:
+  """The named run's config with the data directory and 'key=value' overrides applied."""
+  cfg = registry.get_config(experiment, model)
+  if data_dir is not None:
+    cfg.data_dir = data_dir
+  cfg = config_lib.override(cfg, overrides)
+  trainer.validate_config(cfg)
+  return cfg
+
+
+def make_task(config: Config) -> Task:
+  """The task of `config.experiment`, built from `config`."""
+  return registry.get_experiment(config.experiment).make_task(config)
+
+
+def train_named(experiment: str, model: str | None = None, *, data_dir: str | None = None,
+                workdir: str | None = None, overrides: Sequence[str] = (),
+                devices: Sequence[jax.Device] | None = None) -> trainer.TrainResult:
+  """Trains a registered experiment's named run (what `python -m experiments train` does)."""
+  cfg = make_config(experiment, model, data_dir=data_dir, overrides=overrides)
+  return trainer.train(make_task(cfg), cfg, workdir or default_workdir(cfg), devices=devices)
+
+
+def load_config(workdir: str) -> Config:
+  """The Config a run in `workdir` was trained with (from its config.json).
+
+  Raises:
+    FileNotFoundError: `workdir` holds no config.json.
+    ValueError: the config.json names an unknown experiment or model, or a setting the named run
+      does not have.
+  """
+  path = os.path.join(workdir, trainer.CONFIG_FILE)
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path} does not exist: is {workdir} the --workdir of a training run?")
+  with open(path, encoding="utf-8") as f:
+    try:
+      saved = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path} is not valid JSON ({e}); was it cut short?") from None
+  for key in ("experiment", "model_name"):
+    if not saved.get(key):
+      raise ValueError(f"{path} has no {key!r}: it was not written by `python -m experiments "
+                       "train`")
+  cfg = registry.get_config(saved["experiment"], saved["model_name"])
+  return config_lib.update_from_dict(cfg, saved)
+
+
+def restore_params(task: Task, config: Config, workdir: str, which: str = "best",
+                   devices: Sequence[jax.Device] | None = None) -> tuple[Any, int]:
+  """The parameters of a run: its best checkpoint, or its latest ('latest').
+
+  With which='best' and no best checkpoint, the latest one is used.
+
+  Returns:
+    (params on the devices, replicated; the step they come from).
+  """
+  if which not in CHECKPOINT_CHOICES:
+    raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
+  dp = DataParallel(devices)
+  tx, _ = make_optimizer(config.optimizer, total_steps=1)  # opt_state shapes need no run length
+  abstract = jax.eval_shape(make_init(task, tx), jax.random.key(0), task.example_batch())
+  tc = config.train
+  ckpts = Checkpoints(workdir, keep=tc.keep_checkpoints, best_metric=tc.best_metric,
+                      best_mode=tc.best_mode)
+  try:
+    if which == "best" and ckpts.best_step() is not None:
+      params, meta = ckpts.restore_best_params(abstract.params, dp.replicated)
+      return params, int(meta["step"])
+    if ckpts.latest_step() is None:
+      raise FileNotFoundError(f"no checkpoint in {workdir}")
+    state, _ = ckpts.restore(abstract, dp.replicated)
+    return state.params, int(jax.device_get(state.step))
+  finally:
+    ckpts.close()
+
+
+@dataclasses.dataclass
+class Run:
+  """A trained run loaded back.
+
+  Attributes:
+    task: the experiment's task, with the run's artifacts (vocabularies) loaded.
+    params: the parameters, on the host.
+    step: the step they come from.
+    config: the run's Config.
+    workdir: the run's directory.
+    checkpoint: 'best' or 'latest', as asked.
+  """
+  task: Task
+  params: Any
+  step: int
+  config: Config
+  workdir: str
+  checkpoint: str
+
+
+def load_run(workdir: str, checkpoint: str = "best", data_dir: str | None = None) -> Run:
+  """Loads a trained run for inference: task (with its saved artifacts), parameters and step.
+
+  Args:
+    workdir: the run's directory (its --workdir).
+    checkpoint: 'best' (the best dev checkpoint, else the latest) or 'latest'.
+    data_dir: where the run's data lives now, if it moved (only read when an artifact is missing).
+  """
+  config = load_config(workdir)
+  if data_dir is not None:
+    config.data_dir = data_dir
+  task = make_task(config)
+  task.load_artifacts(workdir)
+  params, step = restore_params(task, config, workdir, checkpoint)
+  return Run(task, jax.device_get(params), step, config, workdir, checkpoint)
+
+
+def evaluate_run(workdir: str, split: str = "test", checkpoint: str = "best",
+                 data_dir: str | None = None) -> dict[str, Any]:
+  """Evaluates a trained run's best (or latest) parameters on `split` ('dev' or 'test')."""
+  run = load_run(workdir, checkpoint, data_dir)
+  metrics = trainer.evaluate(run.task, run.params, split)
+  return {"experiment": run.config.experiment, "model": run.config.model_name, "split": split,
+          "checkpoint": checkpoint, "step": run.step, "metrics": metrics}

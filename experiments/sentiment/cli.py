@@ -1,0 +1,51 @@
+"""The `predict sentiment` command (alias `classify`): labels and attention for review texts.
+
+    python -m experiments predict sentiment "TEXT" ... [--workdir W] [--heatmap out.png]
+
+Loads a trained run (runs.load_run: its config, the vocabularies saved beside its checkpoints and
+the best or latest parameters), classifies each text and prints the label, its probability and
+the text, tab-separated, then the attention weight of every word (weights sum to 1 over the
+words). With --heatmap the attention is saved as a PNG; with several texts the files are numbered
+(out-1.png, out-2.png, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from experiments import plots
+from experiments import runs
+from experiments.console import Console
+from experiments.console import UsageError
+from experiments.sentiment.task import Prediction
+
+
+def format_prediction(prediction: Prediction) -> list[str]:
+  """The label line, then one 'word  weight' line per word (unknown words marked)."""
+  lines = [f"{prediction.label_name}\t{prediction.probability:.4f}\t{prediction.text}"]
+  width = max(len(w) for w in prediction.words)
+  for word, unknown, weight in zip(prediction.words, prediction.unknown,
+                                   prediction.word_weights):
+    mark = "  (unknown)" if unknown else ""
+    lines.append(f"  {word:<{width}}  {float(weight):.4f}{mark}")
+  return lines
+
+
+def predict(args: argparse.Namespace, console: Console) -> int:
+  """Classifies args.inputs with the run in args.workdir; returns the exit status."""
+  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
+  try:
+    predictions = run.task.predict(run.params, list(args.inputs))
+  except ValueError as e:  # a text with no words
+    raise UsageError(str(e)) from None
+  console.note(f"# {run.config.model_name} from {args.workdir} ({args.checkpoint} checkpoint, "
+               f"step {run.step}): label, probability, text; then the attention weight per word")
+  paths = (plots.numbered_paths(args.heatmap, len(predictions)) if args.heatmap
+           else [None] * len(predictions))
+  for prediction, path in zip(predictions, paths):
+    for line in format_prediction(prediction):
+      console.print(line)
+    if path is not None:
+      run.task.draw_heatmap(prediction, path)
+      console.note(f"heatmap saved to {path}")
+  return 0

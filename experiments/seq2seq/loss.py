@@ -1,0 +1,64 @@
+"""The teacher-forced loss of the sequence-to-sequence experiments: masked token cross-entropy.
+
+Shapes: B batch, T target length, V target vocabulary.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from experiments import steps
+from experiments.task import Metrics
+
+
+def token_losses(logits: jax.Array, targets: jax.Array,
+                 label_smoothing: float = 0.0) -> tuple[jax.Array, jax.Array]:
+  """Per-token cross-entropies, computed in float32.
+
+  Args:
+    logits: float (B, T, V).
+    targets: int (B, T) target ids.
+    label_smoothing: eps: the target distribution is (1 - eps) on the target plus eps / V on every
+      token.
+
+  Returns:
+    (objective (B, T), nll (B, T)): the label-smoothed cross-entropy that training minimises, and
+    the plain negative log-likelihood of the target (the same when eps == 0).
+  """
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)  # (B, T, V)
+  nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]  # (B, T)
+  if not label_smoothing:
+    return nll, nll
+  uniform = -jnp.mean(log_probs, axis=-1)  # (B, T): cross-entropy against the uniform target
+  return (1.0 - label_smoothing) * nll + label_smoothing * uniform, nll
+
+
+def target_weights(lengths: jax.Array, width: int, weight: jax.Array) -> jax.Array:
+  """float32 (B, T): the example's weight on its first lengths[b] positions, 0 on padding."""
+  positions = jnp.arange(width)[None, :]  # (1, T)
+  return (positions < lengths[:, None]).astype(jnp.float32) * weight[:, None].astype(jnp.float32)
+
+
+def sequence_loss(logits: jax.Array, targets: jax.Array, lengths: jax.Array, weight: jax.Array,
+                  label_smoothing: float = 0.0) -> tuple[jax.Array, Metrics]:
+  """Masked sequence cross-entropy: the mean over the real target tokens of the batch.
+
+  Args:
+    logits: float (B, T, V).
+    targets: int (B, T), padded with anything (padding positions weigh nothing).
+    lengths: int (B,), real target tokens per row (eos included).
+    weight: float (B,), 1 for real examples and 0 for filler rows.
+    label_smoothing: see token_losses.
+
+  Returns:
+    (loss, metrics): the weighted mean objective per token, and metric pairs 'loss' (objective),
+    'nll' (plain cross-entropy) and 'token_accuracy' (argmax == target), each (total, tokens).
+  """
+  objective, nll = token_losses(logits, targets, label_smoothing)
+  weights = target_weights(lengths, targets.shape[1], weight)  # (B, T)
+  correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
+  loss_pair = steps.weighted_sum(objective, weights)
+  metrics = {"loss": loss_pair, "nll": steps.weighted_sum(nll, weights),
+             "token_accuracy": steps.weighted_sum(correct, weights)}
+  return loss_pair[0] / jnp.maximum(loss_pair[1], 1.0), metrics

@@ -1,0 +1,196 @@
+"""`Seq2SeqTask`: what the sequence-to-sequence experiments share on top of `experiments.task.Task`.
+
+A subclass (translation, couplet) says where its data and vocabularies come from and what it
+scores; this base builds the model from `config.model` (a configs.*Config) with the vocabulary
+sizes, and gives the engine `init`, the teacher-forced `loss` (loss.sequence_loss) and the
+perplexity, and the subclass batched decoding (`decode`) and attention weights (`attention`).
+
+Batches (pipelines' Seq2SeqData): 'src' int32 (B, S) (source ids and eos), 'src_len' (B,), 'tgt_in'
+(B, T) (bos and the target ids), 'tgt_out' (B, T) (the target ids and eos), 'tgt_len' (B,),
+'weight' (B,). The model reads src and tgt_in and predicts tgt_out; positions at or after tgt_len
+and filler rows weigh nothing.
+
+Metrics: the engine sums 'loss' (the training objective), 'nll' (the plain cross-entropy per
+target token, eos included) and 'token_accuracy' over a split; `extra_eval` turns the mean 'nll'
+into 'perplexity' (no second pass over the split) and adds what `decode_metrics` returns.
+
+A subclass implements:
+  src_vocab, tgt_vocab         the vocabularies (artifacts of the run);
+  max_source_len, max_target_len  the widest source (eos included) and decoder input (bos
+                               included), also the most tokens decoding emits;
+  source_boundaries            the padded widths of decoding batches;
+  decode_batch_size            sources decoded at once;
+and optionally `decode_metric_names(split)` / `decode_metrics(params, split)`.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import math
+from typing import Any, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from experiments.seq2seq import decoding
+from experiments.seq2seq.loss import sequence_loss
+from experiments.task import Batch
+from experiments.task import Metrics
+from experiments.task import Task
+from pipelines.vocab import BOS_ID, UNK_ID, Vocab
+
+Decoded = tuple[list[list[int]], list[float]]
+"""One source's hypotheses (target ids without eos), best first, and their scores."""
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _cross_attention(model, params, src, src_len, tgt_in) -> jax.Array:
+  return model.cross_attention(params, src, src_len, tgt_in)
+
+
+class Seq2SeqTask(Task):
+  """The shared part of the sequence-to-sequence tasks (see the module docstring)."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(config, **kwargs)
+    self._model = None
+    self._decoder = None
+
+  # -- what a subclass says ------------------------------------------------------------------------
+
+  @property
+  @abc.abstractmethod
+  def src_vocab(self) -> Vocab:
+    """The source vocabulary."""
+
+  @property
+  @abc.abstractmethod
+  def tgt_vocab(self) -> Vocab:
+    """The target vocabulary."""
+
+  @property
+  @abc.abstractmethod
+  def max_source_len(self) -> int:
+    """S: the widest source, eos included."""
+
+  @property
+  @abc.abstractmethod
+  def max_target_len(self) -> int:
+    """T: the widest decoder input (bos included); also the most tokens decoding emits."""
+
+  @property
+  @abc.abstractmethod
+  def source_boundaries(self) -> tuple[int, ...]:
+    """Ascending padded widths of decoding batches (the last one is max_source_len)."""
+
+  @property
+  @abc.abstractmethod
+  def decode_batch_size(self) -> int:
+    """Sources decoded at once."""
+
+  def decode_metric_names(self, split: str) -> tuple[str, ...]:
+    """The names `decode_metrics(params, split)` returns."""
+    del split
+    return ()
+
+  def decode_metrics(self, params: Any, split: str) -> dict[str, float]:
+    """Scores of decoded outputs on `split` (BLEU ...); {} by default."""
+    del params, split
+    return {}
+
+  # -- model and loss ------------------------------------------------------------------------------
+
+  @property
+  def model(self):
+    """The models.Translator built from config.model for the vocabulary sizes."""
+    if self._model is None:
+      self._model = self.config.model.build(len(self.src_vocab), len(self.tgt_vocab),
+                                            self.config.compute_dtype, self.config.storage_dtype)
+    return self._model
+
+  def example_batch(self) -> dict[str, np.ndarray]:
+    """A full-width batch of one-token pairs: shapes for `init`, without reading the data."""
+    size = self.config.train.batch_size
+    tgt = np.zeros((size, self.max_target_len), np.int32)
+    return {"src": np.full((size, self.max_source_len), UNK_ID, np.int32),
+            "src_len": np.ones(size, np.int32), "tgt_in": tgt, "tgt_out": tgt,
+            "tgt_len": np.ones(size, np.int32), "weight": np.ones(size, np.float32)}
+
+  def init(self, rng: jax.Array, batch: Batch) -> Any:
+    return self.model.init(rng, jnp.asarray(batch["src"]), jnp.asarray(batch["src_len"]),
+                           jnp.asarray(batch["tgt_in"]))
+
+  def loss(self, params: Any, batch: Batch, rng: jax.Array | None) -> tuple[jax.Array, Metrics]:
+    logits = self.model.logits(params, batch["src"], batch["src_len"], batch["tgt_in"], rng)
+    return sequence_loss(logits, batch["tgt_out"], batch["tgt_len"], batch["weight"],
+                         self.config.model.label_smoothing)
+
+  # -- evaluation ----------------------------------------------------------------------------------
+
+  def extra_metric_names(self, split: str) -> tuple[str, ...]:
+    return ("perplexity", *self.decode_metric_names(split))
+
+  def extra_eval(self, params: Any, split: str, metrics: Mapping[str, float]) -> dict[str, float]:
+    """'perplexity' = exp(mean nll per target token over the split), then `decode_metrics`."""
+    return {"perplexity": math.exp(metrics["nll"]), **self.decode_metrics(params, split)}
+
+  # -- decoding ------------------------------------------------------------------------------------
+
+  @property
+  def decoder(self) -> decoding.SearchDecoder:
+    if self._decoder is None:
+      self._decoder = decoding.SearchDecoder(self.model)
+    return self._decoder
+
+  def decode(self, params: Any, sources: Sequence[np.ndarray], *, beam_size: int = 1,
+             length_penalty: float = 0.0, exact_length: bool = False) -> list[Decoded]:
+    """Greedy (beam_size 1) or beam search for id sequences, in length-sorted batches.
+
+    Args:
+      params: the model parameters.
+      sources: int id sequences, each ending with eos.
+      beam_size: the beam (1: greedy search).
+      length_penalty: GNMT's alpha for beam search.
+      exact_length: every hypothesis has exactly as many tokens as its source without eos
+        (zoo.search's length constraint); else it ends where the model puts eos.
+
+    Returns:
+      Per source, in order: its beam_size hypotheses (target ids without eos) best first, and
+      their scores.
+    """
+    batches = decoding.source_batches(sources, self.source_boundaries, self.decode_batch_size)
+
+    def decode_batch(batch):
+      src_len = np.asarray(batch["src_len"], np.int32)
+      return self.decoder(params, batch["src"], src_len, max_len=self.max_target_len,
+                          beam_size=beam_size, length_penalty=length_penalty,
+                          exact_lens=src_len - 1 if exact_length else None)
+
+    found = decoding.decode_batches(decode_batch, batches)
+    return [found[i] for i in range(len(sources))]
+
+  def attention(self, params: Any, src_ids: Sequence[int], target_ids: Sequence[int]
+                ) -> np.ndarray:
+    """float (T + 1, S): the source-target attention while predicting each target token and eos.
+
+    Runs the model with teacher forcing on bos + target_ids, so row t holds the weights the
+    decoder used to predict target token t (the last row: eos).
+
+    Args:
+      params: the model parameters.
+      src_ids: the source ids, eos included (S of them).
+      target_ids: the target ids without bos and eos (T of them).
+    """
+    src_ids = list(src_ids)[:self.max_source_len]
+    target_ids = list(target_ids)[:self.max_target_len - 1]
+    # Padded to the widest shapes, so that every sentence runs the same compiled program.
+    src = np.zeros((1, self.max_source_len), np.int32)  # (1, S)
+    src[0, :len(src_ids)] = src_ids
+    tgt_in = np.zeros((1, self.max_target_len), np.int32)  # (1, T), bos first
+    tgt_in[0, :len(target_ids) + 1] = [BOS_ID, *target_ids]
+    weights = _cross_attention(self.model, params, src, np.array([len(src_ids)], np.int32),
+                               tgt_in)  # (1, T, S)
+    weights = np.asarray(jax.device_get(weights), np.float32)[0]
+    return weights[:len(target_ids) + 1, :len(src_ids)]

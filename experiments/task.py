@@ -1,0 +1,207 @@
+"""What an experiment gives the engine: a `Task` (model, loss, data, artifacts, evaluation hooks).
+
+The engine (trainer.py, runs.py) calls only what is declared here. A task is built from a `Config`
+and reads `config.model`, `config.data`, `config.data_dir`, `config.train.batch_size` /
+`eval_batch_size` / `seed` and the dtypes `config.compute_dtype` / `config.storage_dtype`.
+
+Its `init`, `loss` and `eval_metrics` are pure functions of arrays that the engine jits and shards;
+they must not print or touch files. Everything else (opening the data, decoding, drawing) runs on
+the host.
+
+The metric convention: a task reports metrics as a dict name -> (total, count) of float32 scalars,
+summed over the examples of the batch with their weights (padding rows of an evaluation batch have
+weight 0). The engine adds totals and counts over steps and batches and reports total / count, so
+every metric is an exact weighted mean however the data was batched or sharded. `steps.weighted_sum`
+builds such a pair.
+
+Data: a task either returns a prepared dataset from `load_data` (an object with
+`train_batches(batch_size, seed)` and `eval_batches(split, batch_size)`, as every
+`pipelines.tasks.TaskData` has), and the base class does the batching, or overrides
+`train_batches`, `steps_per_epoch` and `eval_batches` itself.
+
+Artifacts: what a trained run needs besides its parameters to predict (vocabularies). A task names
+them in `ARTIFACTS` (name -> file in the run's directory) and returns the ones its data built from
+`artifacts_from_data`; the engine saves them into the workdir before the first step, and
+`runs.load_run` loads them back, so predicting never opens the training data.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from typing import Any, ClassVar, Iterable, Iterator, Mapping, Protocol
+
+import jax
+
+from experiments.config import Config
+from pipelines.vocab import Vocab
+
+Batch = Mapping[str, Any]
+"""A dict of arrays with leading axis B (see pipelines.tasks); includes 'weight' (B,)."""
+Metrics = dict[str, tuple[jax.Array, jax.Array]]
+"""name -> (weighted total, total weight), both float32 scalars."""
+
+
+class ResumableIterator(Protocol):
+  """An endless iterator of training batches whose position can be saved and restored."""
+
+  def __iter__(self) -> Iterator[Batch]:
+    ...
+
+  def __next__(self) -> Batch:
+    ...
+
+  def get_state(self) -> dict:
+    """JSON-serialisable position (seed, epoch, position)."""
+
+  def set_state(self, state: dict) -> None:
+    """Continues exactly where the iterator that produced `state` would have continued."""
+
+
+class Task(abc.ABC):
+  """One experiment's model, loss, metrics and data. The engine does the rest.
+
+  Args:
+    config: the run's configuration.
+    data: already prepared data (None: `load_data()` when first needed).
+    artifacts: artifacts to use instead of the data's (name -> Vocab, e.g. a run's saved copies).
+  """
+
+  ARTIFACTS: ClassVar[Mapping[str, str]] = {}
+  """Artifact name -> file name in a run's directory (each a pipelines.vocab.Vocab)."""
+
+  def __init__(self, config: Config, *, data: Any = None,
+               artifacts: Mapping[str, Vocab] | None = None):
+    self.config = config
+    self._data = data
+    self._artifacts = dict(artifacts or {})
+    unknown = set(self._artifacts) - set(self.ARTIFACTS)
+    if unknown:
+      raise ValueError(f"{type(self).__name__} has no artifacts {sorted(unknown)}; its artifacts "
+                       f"are {sorted(self.ARTIFACTS)}")
+    self._steps_per_epoch: int | None = None
+
+  # -- model ---------------------------------------------------------------------------------------
+
+  @abc.abstractmethod
+  def init(self, rng: jax.Array, batch: Batch) -> Any:
+    """Returns the initial parameters (a pytree), shaped for `batch`."""
+
+  @abc.abstractmethod
+  def loss(self, params: Any, batch: Batch, rng: jax.Array | None) -> tuple[jax.Array, Metrics]:
+    """The training objective of one batch.
+
+    Args:
+      params: the parameters.
+      batch: one batch (weights in batch['weight']).
+      rng: a key for dropout and other noise; None means deterministic (evaluation).
+
+    Returns:
+      (loss, metrics): the float32 scalar to minimise (a weighted mean, plus any regulariser) and
+      metric pairs name -> (total, count) that should include 'loss'.
+    """
+
+  def eval_metrics(self, params: Any, batch: Batch) -> Metrics:
+    """Metric pairs of one evaluation batch; by default those of the deterministic loss."""
+    return self.loss(params, batch, None)[1]
+
+  # -- data ----------------------------------------------------------------------------------------
+
+  def load_data(self) -> Any:
+    """Opens the prepared data (with `train_batches` and `eval_batches`); called once, lazily."""
+    raise NotImplementedError(f"{type(self).__name__} must implement load_data(), or override "
+                              "train_batches, steps_per_epoch and eval_batches")
+
+  @property
+  def data(self) -> Any:
+    """The prepared data (opened on first use)."""
+    if self._data is None:
+      self._data = self.load_data()
+    return self._data
+
+  def train_batches(self) -> ResumableIterator:
+    """An endless iterator of training batches (epoch after epoch, seeded by config.train.seed)."""
+    tc = self.config.train
+    return self.data.train_batches(tc.batch_size, tc.seed)
+
+  @property
+  def steps_per_epoch(self) -> int:
+    """How many training batches make one epoch."""
+    if self._steps_per_epoch is None:
+      self._steps_per_epoch = self.train_batches().batches_per_epoch
+    return self._steps_per_epoch
+
+  def eval_batches(self, split: str) -> Iterable[Batch]:
+    """A finite pass over `split` ('dev' or 'test') with padding rows of weight 0."""
+    tc = self.config.train
+    return self.data.eval_batches(split, tc.eval_batch_size or tc.batch_size)
+
+  def example_batch(self) -> Batch:
+    """A batch with the shapes `init` needs: by default the first batch of a new training iterator.
+
+    Override it when opening the training data is expensive and only inference is wanted.
+    """
+    return next(iter(self.train_batches()))
+
+  # -- artifacts -----------------------------------------------------------------------------------
+
+  def artifacts_from_data(self) -> dict[str, Vocab | None]:
+    """The artifacts as the prepared data builds them (name -> Vocab, None where not used)."""
+    return {}
+
+  def artifact(self, name: str) -> Vocab | None:
+    """The artifact `name`: the one given or loaded from a run, else the data's."""
+    if name not in self.ARTIFACTS:
+      raise ValueError(f"{type(self).__name__} has no artifact {name!r}; its artifacts are "
+                       f"{sorted(self.ARTIFACTS)}")
+    if name not in self._artifacts:
+      self._artifacts[name] = self.artifacts_from_data().get(name)
+    return self._artifacts[name]
+
+  def save_artifacts(self, workdir: str) -> list[str]:
+    """Writes every artifact the run uses into `workdir`; returns the paths written."""
+    written = []
+    for name, file_name in self.ARTIFACTS.items():
+      value = self.artifact(name)
+      if value is not None:
+        path = os.path.join(workdir, file_name)
+        value.save(path)
+        written.append(path)
+    return written
+
+  def load_artifacts(self, workdir: str) -> list[str]:
+    """Reads the artifacts a run saved in `workdir` (those it did not save stay the data's)."""
+    loaded = []
+    for name, file_name in self.ARTIFACTS.items():
+      path = os.path.join(workdir, file_name)
+      if os.path.exists(path):
+        self._artifacts[name] = Vocab.load(path)
+        loaded.append(name)
+    return loaded
+
+  # -- evaluation hooks ----------------------------------------------------------------------------
+
+  def extra_metric_names(self, split: str) -> tuple[str, ...]:
+    """The names `extra_eval(..., split, ...)` returns; the engine checks best_metric against
+    them before the first step, and every evaluation against this list."""
+    del split
+    return ()
+
+  def extra_eval(self, params: Any, split: str, metrics: Mapping[str, float]) -> dict[str, float]:
+    """Metrics that need more than a batch-wise sum (BLEU by decoding...); {} by default.
+
+    Args:
+      params: the parameters evaluated.
+      split: 'dev' or 'test'.
+      metrics: the weighted means the engine has just computed over the split (so a task derives
+        e.g. perplexity from 'nll' without a second pass).
+
+    Returns:
+      name -> value for exactly `extra_metric_names(split)`; the engine adds the split prefix.
+    """
+    del params, split, metrics
+    return {}
+
+  def on_train_end(self, params: Any, workdir: str) -> None:
+    """Called once with the parameters used for the test evaluation (to draw a heatmap, ...)."""
+    del params, workdir

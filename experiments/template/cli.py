@@ -1,0 +1,36 @@
+"""The template's `predict` command: parsing and printing only (the task computes).
+
+Prints one line per text: label, probability and the text, tab-separated; the three words with
+the highest pooling weight are a note on standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from experiments import runs
+from experiments.console import Console
+from experiments.console import UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """Flags of this experiment's predict command beyond the common ones (experiments/cli.py)."""
+  parser.add_argument("--top-words", type=int, default=3,
+                      help="how many of the most attended words to note per text")
+
+
+def predict(args: argparse.Namespace, console: Console) -> int:
+  """Classifies args.inputs with the run in args.workdir; returns the exit status."""
+  if args.top_words < 0:
+    raise UsageError(f"--top-words must be at least 0, got {args.top_words}")
+  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
+  try:
+    predictions = run.task.predict(run.params, list(args.inputs))
+  except ValueError as e:
+    raise UsageError(str(e)) from None
+  for p in predictions:
+    console.print(f"{p.label}\t{p.probability:.4f}\t{p.text}")
+    top = sorted(zip(p.weights, p.words), reverse=True)[:args.top_words]
+    if top:
+      console.note("most attended: " + ", ".join(f"{w} {a:.3f}" for a, w in top))
+  return 0
