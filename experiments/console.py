@@ -9,8 +9,9 @@ cli.py) hand them to a Console. Tests pass a Console over lists to read what a c
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import TextIO
+from typing import Iterator, TextIO
 
 
 class Console:
@@ -57,3 +58,15 @@ class ListConsole(Console):
 class UsageError(ValueError):
   """Bad command-line input found by a command (an input text the model cannot read, a count
   below 1): the command line exits with status 2 and the message, like an argparse error."""
+
+
+@contextlib.contextmanager
+def input_errors() -> Iterator[None]:
+  """Turns a ValueError raised inside the block by the user's input (an empty text, a line too
+  long for the model) into a UsageError, so the command exits with status 2 and the message."""
+  try:
+    yield
+  except UsageError:
+    raise
+  except ValueError as e:
+    raise UsageError(str(e)) from None

@@ -161,9 +161,11 @@ def plot_attention(weights, x_tokens: Sequence[str], y_tokens: Sequence[str] | N
     return _save(fig, out_path)
 
 
-def numbered_paths(path: str, count: int) -> list[str]:
+def numbered_paths(path: str | None, count: int) -> list[str | None]:
   """`path` for one picture; for several, path with -1, -2, ... before the extension ('.png' when
-  it has none)."""
+  it has none); `count` Nones when no path is given (no pictures wanted)."""
+  if path is None:
+    return [None] * count
   if count == 1:
     return [path]
   stem, ext = os.path.splitext(path)

@@ -20,6 +20,7 @@ from experiments import plots
 from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
+from experiments.console import input_errors
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,13 +35,10 @@ def predict(args: argparse.Namespace, console: Console) -> int:
     raise UsageError(f"--num-results and --beam-size must be at least 1, got {args.num_results} "
                      f"and {args.beam_size}")
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
-  try:
+  with input_errors():  # an empty or too long upper line
     generations = run.task.generate(run.params, list(args.inputs), num_results=args.num_results,
                                     beam_size=args.beam_size, constrained=not args.free)
-  except ValueError as e:  # an empty or too long upper line
-    raise UsageError(str(e)) from None
-  paths = (plots.numbered_paths(args.heatmap, len(generations)) if args.heatmap
-           else [None] * len(generations))
+  paths = plots.numbered_paths(args.heatmap, len(generations))
   for i, (generation, path) in enumerate(zip(generations, paths)):
     if i:
       console.print("")

@@ -16,7 +16,7 @@ import argparse
 from experiments import plots
 from experiments import runs
 from experiments.console import Console
-from experiments.console import UsageError
+from experiments.console import input_errors
 from experiments.sentiment.task import Prediction
 
 
@@ -34,14 +34,11 @@ def format_prediction(prediction: Prediction) -> list[str]:
 def predict(args: argparse.Namespace, console: Console) -> int:
   """Classifies args.inputs with the run in args.workdir; returns the exit status."""
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
-  try:
+  with input_errors():  # a text with no words
     predictions = run.task.predict(run.params, list(args.inputs))
-  except ValueError as e:  # a text with no words
-    raise UsageError(str(e)) from None
   console.note(f"# {run.config.model_name} from {args.workdir} ({args.checkpoint} checkpoint, "
                f"step {run.step}): label, probability, text; then the attention weight per word")
-  paths = (plots.numbered_paths(args.heatmap, len(predictions)) if args.heatmap
-           else [None] * len(predictions))
+  paths = plots.numbered_paths(args.heatmap, len(predictions))
   for prediction, path in zip(predictions, paths):
     for line in format_prediction(prediction):
       console.print(line)

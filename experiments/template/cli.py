@@ -11,6 +11,7 @@ import argparse
 from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
+from experiments.console import input_errors
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,10 +25,8 @@ def predict(args: argparse.Namespace, console: Console) -> int:
   if args.top_words < 0:
     raise UsageError(f"--top-words must be at least 0, got {args.top_words}")
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
-  try:
+  with input_errors():
     predictions = run.task.predict(run.params, list(args.inputs))
-  except ValueError as e:
-    raise UsageError(str(e)) from None
   for p in predictions:
     console.print(f"{p.label}\t{p.probability:.4f}\t{p.text}")
     top = sorted(zip(p.weights, p.words), reverse=True)[:args.top_words]

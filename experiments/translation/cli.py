@@ -17,6 +17,7 @@ from experiments import plots
 from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
+from experiments.console import input_errors
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,16 +41,13 @@ def predict(args: argparse.Namespace, console: Console) -> int:
     alpha = task.config.data.length_penalty if args.length_penalty is None else args.length_penalty
     search = f"beam search, beam {beam}, length penalty {alpha:g}"
   score = "log-probability" if alpha == 0 else "length-penalized log-probability"
-  try:
+  with input_errors():  # an input with no words
     translations = task.translate(run.params, list(args.inputs), beam_size=beam,
                                   num_results=num_results, length_penalty=alpha,
                                   with_attention=bool(args.heatmap))
-  except ValueError as e:  # an input with no words
-    raise UsageError(str(e)) from None
   console.note(f"# {task.config.model_name} from {args.workdir} ({args.checkpoint} checkpoint, "
                f"step {run.step}), {search}: translation, {score}, input")
-  paths = (plots.numbered_paths(args.heatmap, len(translations)) if args.heatmap
-           else [None] * len(translations))
+  paths = plots.numbered_paths(args.heatmap, len(translations))
   for translation, path in zip(translations, paths):
     console.print(f"{translation.text}\t{translation.score:.4f}\t{translation.source}")
     for rank, (text, value) in enumerate(zip(translation.alternatives[1:],
