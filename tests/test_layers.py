@@ -1,0 +1,117 @@
+"""The layering of the project, read from the module-level imports of every source file:
+
+  zoo/ imports neither pipelines/ nor experiments/; pipelines/ imports neither zoo/, experiments/
+  nor flax; an experiment package never imports another experiment package; and no module imports
+  itself back through a chain of imports (no import circle).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ("zoo", "pipelines", "experiments", "benchmarks")
+SHARED = {"seq2seq"}  # packages of experiments/ that every experiment may import
+
+
+def _modules() -> dict[str, str]:
+  """Dotted module name -> file, for every .py file of the project's packages."""
+  out = {}
+  for package in PACKAGES:
+    for folder, _, files in os.walk(os.path.join(ROOT, package)):
+      for name in files:
+        if name.endswith(".py"):
+          path = os.path.join(folder, name)
+          module = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+          out[module.removesuffix(".__init__")] = path
+  return out
+
+
+def _imports(module: str, path: str) -> set[str]:
+  """The modules `module` imports at module level (relative imports resolved)."""
+  package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+  found = set()
+  with open(path, encoding="utf-8") as f:
+    tree = ast.parse(f.read(), path)
+  for node in tree.body:
+    if isinstance(node, ast.Import):
+      found.update(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ""
+      if node.level:
+        parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+        base = ".".join(parts + ([base] if base else []))
+      found.add(base)
+      found.update(f"{base}.{alias.name}" for alias in node.names)
+  return found
+
+
+MODULES = _modules()
+IMPORTS = {m: _imports(m, p) for m, p in MODULES.items()}
+
+
+def _top(name: str) -> str:
+  return name.split(".")[0]
+
+
+def test_the_layers_import_only_downwards():
+  wrong = []
+  for module, imported in IMPORTS.items():
+    tops = {_top(name) for name in imported}
+    if _top(module) == "zoo":
+      wrong += [f"{module} imports {t}" for t in tops & {"pipelines", "experiments"}]
+    if _top(module) == "pipelines":
+      wrong += [f"{module} imports {t}" for t in tops & {"zoo", "experiments", "flax"}]
+  assert not wrong, wrong
+
+
+def test_no_experiment_imports_another_experiment():
+  def experiment(name):
+    parts = name.split(".")
+    if len(parts) > 1 and parts[0] == "experiments" and parts[1] not in SHARED:
+      return parts[1] if ("experiments." + parts[1]) in MODULES and os.path.basename(
+          MODULES["experiments." + parts[1]]) == "__init__.py" else None
+    return None
+
+  crossing = [f"{module} imports {name}" for module, imported in IMPORTS.items()
+              for name in imported
+              if experiment(module) and experiment(name) and experiment(name) != experiment(module)]
+  assert not crossing, crossing
+
+
+def test_no_import_circle():
+  # A package's __init__ importing its own submodules is how it re-exports them, not a circle.
+  graph = {m: {n for n in imported if n in MODULES and n != m and not n.startswith(m + ".")}
+           for m, imported in IMPORTS.items()}
+  circles, state, stack = [], {}, []
+
+  def visit(module):
+    state[module] = "open"
+    stack.append(module)
+    for other in sorted(graph[module]):
+      if state.get(other) == "open":
+        circles.append(" -> ".join(stack[stack.index(other):] + [other]))
+      elif other not in state:
+        visit(other)
+    state[module] = "done"
+    stack.pop()
+
+  for module in sorted(graph):
+    if module not in state:
+      visit(module)
+  assert not circles, circles
+  assert len(graph) > 60  # the walk found the project
+
+
+def test_relative_imports_are_resolved_so_a_crossing_would_be_seen(tmp_path):
+  """A relative import of a sibling experiment resolves to its absolute name (which the crossing
+  check rejects)."""
+  assert _imports("experiments.couplet.task", _write(tmp_path, "from ..translation import task\n")
+                  ) >= {"experiments.translation.task", "experiments.translation"}
+
+
+def _write(folder, text):
+  path = folder / "task.py"
+  path.write_text(text, encoding="utf-8")
+  return str(path)
