@@ -1,7 +1,7 @@
 """Chinese couplets (the Paddle couplet chapter): generate the lower line of an upper line.
 
     python -m experiments train couplet --model lstm_cpu \
-        --data-dir /work/shared/data/couplet/couplet.tar.gz --workdir runs/couplet-lstm_cpu
+        --data-dir ../shared/data/couplet/couplet.tar.gz --workdir runs/couplet-lstm_cpu
     python -m experiments couplet "晚风摇树树还挺" --workdir runs/couplet-lstm_cpu --num-results 3
 
 Named runs: configs.py; the task (data, evaluation, generation): task.py; scores: metrics.py;

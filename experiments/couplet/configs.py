@@ -3,9 +3,9 @@
 Full-data runs (the seed's settings; meant for a GPU, not run here):
 
     python -m experiments train couplet --model lstm \
-        --data-dir /work/shared/data/couplet/couplet.tar.gz --workdir runs/couplet-lstm
+        --data-dir ../shared/data/couplet/couplet.tar.gz --workdir runs/couplet-lstm
     python -m experiments train couplet --model transformer \
-        --data-dir /work/shared/data/couplet/couplet.tar.gz --workdir runs/couplet-transformer
+        --data-dir ../shared/data/couplet/couplet.tar.gz --workdir runs/couplet-transformer
 
 CPU-sized runs on a stated subset of the same data (`--model lstm_cpu` / `transformer_cpu`, 15
 and 29 minutes of training on one core of a 2-core AMD EPYC); their measured results are in

@@ -1,6 +1,6 @@
 """The IMDB sentiment experiment (nndl chapter 8, the Gluon SANet post): attention models compared.
 
-    python -m experiments train sentiment --model bilstm_attn_dot --data-dir /work/shared/data/imdb
+    python -m experiments train sentiment --model bilstm_attn_dot --data-dir ../shared/data/imdb
     python -m experiments predict sentiment "this great science fiction film is really awesome" \
         --workdir runs/sentiment-bilstm_attn_dot --heatmap attention.png
 

@@ -6,7 +6,7 @@ IMDB train, carved per label) evaluated at the end of each epoch, the parameters
 the best dev accuracy kept and used for the test accuracy.
 
     python -m experiments train sentiment --model bilstm_attn_dot \
-        --data-dir /work/shared/data/imdb --workdir runs/sentiment-bilstm_attn_dot
+        --data-dir ../shared/data/imdb --workdir runs/sentiment-bilstm_attn_dot
 
 Without --data-dir the run uses the IMDB sample shipped with the package (1,800 train, 200 dev,
 1,000 test reviews). The measured results are in docs/RESULTS.md, "IMDB sentiment".

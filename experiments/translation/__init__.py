@@ -2,7 +2,7 @@
 with teacher forcing, decoded with greedy and beam search, scored with sacreBLEU.
 
     python -m experiments train translation --model transformer_cpu \
-        --data-dir /work/shared/data/fra-eng/fra-eng.zip --workdir runs/translation-transformer_cpu
+        --data-dir ../shared/data/fra-eng/fra-eng.zip --workdir runs/translation-transformer_cpu
     python -m experiments translate "I won !" --workdir runs/translation-transformer_cpu \
         --beam-size 4 --heatmap attention.png
 

@@ -3,9 +3,9 @@
 Full-size runs (meant for a GPU; not run in this project so far, see docs/RESULTS.md):
 
     python -m experiments train translation --model transformer \
-        --data-dir /work/shared/data/fra-eng/fra-eng.zip --workdir runs/translation-transformer
+        --data-dir ../shared/data/fra-eng/fra-eng.zip --workdir runs/translation-transformer
     python -m experiments train translation --model bahdanau \
-        --data-dir /work/shared/data/fra-eng/fra-eng.zip --workdir runs/translation-bahdanau
+        --data-dir ../shared/data/fra-eng/fra-eng.zip --workdir runs/translation-bahdanau
 
 CPU-sized runs (31 and 16 minutes on one core of a 2-core AMD EPYC; the measured results are in
 docs/RESULTS.md, "English->French translation"): `--model transformer_cpu` / `bahdanau_cpu`.
