@@ -137,3 +137,44 @@ def test_checkpoint_restore_into_missing_or_extra_parameters(tmp_path):
   assert meta == {"data": {}}
   np.testing.assert_array_equal(jax.random.key_data(restored.rng), jax.random.key_data(state.rng))
   ckpts.close()
+
+
+class _ToyWithExtra(engine_toy.ToyTask):
+  """The toy task with one metric beyond the batch sums, derived from the engine's means."""
+
+  def __init__(self, config, names=("twice_loss",)):
+    super().__init__(config)
+    self.names, self.seen = names, []
+
+  def extra_metric_names(self, split):
+    return self.names
+
+  def extra_eval(self, params, split, metrics):
+    self.seen.append((split, dict(metrics)))
+    return {"twice_loss": 2.0 * metrics["loss"]}
+
+
+def test_extra_eval_gets_the_engines_means_and_its_best_metric_is_checked_first(tmp_path):
+  cfg = config_lib.override(engine_toy.EXPERIMENT.config("mlp"),
+                            [*RUN, "train.num_epochs=1", "train.best_metric=dev/twice_loss",
+                             "train.best_mode=min"])
+  task = _ToyWithExtra(cfg)
+  result = trainer.train(task, cfg, str(tmp_path / "ok"))
+  assert [split for split, _ in task.seen] == ["dev", "test"]
+  dev = result.results["dev"]
+  assert dev["twice_loss"] == pytest.approx(2 * dev["loss"], rel=1e-6)
+  assert task.seen[0][1] == {"loss": dev["loss"], "accuracy": dev["accuracy"]}
+  assert result.results["best"]["metric"] == "dev/twice_loss"
+
+  typo = config_lib.override(cfg, ["train.best_metric=dev/twice_los"])
+  with pytest.raises(ValueError, match=r"'dev/twice_los' is not among the dev metrics of the task "
+                     r"\(dev/accuracy, dev/loss, dev/twice_loss\)"):
+    trainer.train(_ToyWithExtra(typo), typo, str(tmp_path / "typo"))
+  assert not os.path.exists(tmp_path / "typo" / "checkpoints")  # failed before the first step
+
+
+def test_extra_eval_must_return_what_it_declares(tmp_path):
+  cfg = config_lib.override(engine_toy.EXPERIMENT.config("mlp"), [*RUN, "train.num_epochs=1"])
+  with pytest.raises(RuntimeError, match=r"returned the metrics \['twice_loss'\], but its "
+                     r"extra_metric_names\('dev'\) declares \['bleu'\]"):
+    trainer.train(_ToyWithExtra(cfg, names=("bleu",)), cfg, str(tmp_path))
