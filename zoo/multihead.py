@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from zoo import _checks
+from zoo import checks
 from zoo import fast_paths
 from zoo import masking
 from zoo import scoring
@@ -135,7 +135,7 @@ class MultiHeadAttention(nn.Module):
     kernel_init: initializer of all kernels (flax's default).
     bias_init: initializer of all biases.
   """
-  # The first eight fields in the order of the documented signature (issue 2), then the rest.
+  # The first eight fields keep the order of the documented positional signature; new ones go last.
   num_heads: int
   qkv_features: int | None = None
   out_features: int | None = None
@@ -260,15 +260,15 @@ class MultiHeadAttention(nn.Module):
     Returns:
       out (B, Q, D_out), and with return_weights=True also weights (B, H, Q, K).
     """
-    _checks.rank(inputs_q, 3, "inputs_q")
-    _checks.floating(inputs_q, "inputs_q")
+    checks.rank(inputs_q, 3, "inputs_q")
+    checks.floating(inputs_q, "inputs_q")
     if inputs_kv is None:
       inputs_kv = inputs_q
-    _checks.rank(inputs_kv, 3, "inputs_kv")
-    _checks.floating(inputs_kv, "inputs_kv")
-    _checks.equal_dim(inputs_q, "inputs_q", 0, inputs_kv, "inputs_kv", 0)
+    checks.rank(inputs_kv, 3, "inputs_kv")
+    checks.floating(inputs_kv, "inputs_kv")
+    checks.equal_dim(inputs_q, "inputs_q", 0, inputs_kv, "inputs_kv", 0)
     if decode:
-      _checks.equal_dim(inputs_q, "inputs_q", 1, inputs_kv, "inputs_kv", 1)
+      checks.equal_dim(inputs_q, "inputs_q", 1, inputs_kv, "inputs_kv", 1)
     heads, kv_heads, head_dim = self._check_config(inputs_q.shape[-1])
     dropout = self.dropout_rate > 0.0 and not deterministic
     implementation = self.implementation
@@ -292,8 +292,8 @@ class MultiHeadAttention(nn.Module):
 
     batch, num_q, num_k = query.shape[0], query.shape[1], key.shape[1]
     if mask is not None:
-      _checks.boolean(mask, "mask")
-      _checks.broadcastable(mask, "mask", (batch, heads, num_q, num_k), "the scores (B, H, Q, K) =")
+      checks.boolean(mask, "mask")
+      checks.broadcastable(mask, "mask", (batch, heads, num_q, num_k), "the scores (B, H, Q, K) =")
     mask = masking.combine_masks(mask, cache_mask)
     lens_mask = None
     if valid_lens is not None:
