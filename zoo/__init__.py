@@ -26,8 +26,12 @@ Each module's docstring has its math; everything below is importable from `zoo` 
   search          greedy_search, beam_search over any step_fn(state, tokens) -> (logits, state);
                   Decoded, Beams
   fast_paths      GPU back ends (cuDNN LSTM, cuDNN attention choice); import zoo.fast_paths
+  checks          argument checks that raise a ValueError naming the argument: rank,
+                  floating, integer, boolean, broadcastable, sequence_lengths,
+                  positive_int ...; from zoo import checks
 """
 
+from zoo import checks
 from zoo.attention import Attention
 from zoo.masking import causal_mask
 from zoo.masking import combine_masks

@@ -13,7 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from zoo import _checks
+from zoo import checks
 from zoo import masking
 from zoo import scoring
 
@@ -62,17 +62,17 @@ class Attention(nn.Module):
     """
     scorer_cls = scoring.score_class(self.score)
     for array, name in [(queries, "queries"), (keys, "keys"), (values, "values")]:
-      _checks.rank(array, 3, name)
-      _checks.floating(array, name)
-    _checks.equal_dim(queries, "queries", 0, keys, "keys", 0)
-    _checks.equal_dim(keys, "keys", 0, values, "values", 0)
-    _checks.equal_dim(keys, "keys", 1, values, "values", 1)
+      checks.rank(array, 3, name)
+      checks.floating(array, name)
+    checks.equal_dim(queries, "queries", 0, keys, "keys", 0)
+    checks.equal_dim(keys, "keys", 0, values, "values", 0)
+    checks.equal_dim(keys, "keys", 1, values, "values", 1)
     if scorer_cls.requires_equal_widths:
-      _checks.equal_dim(queries, "queries", 2, keys, "keys", 2)
+      checks.equal_dim(queries, "queries", 2, keys, "keys", 2)
     (batch, num_queries, _), num_keys = queries.shape, keys.shape[1]
     if mask is not None:
-      _checks.boolean(mask, "mask")
-      _checks.broadcastable(mask, "mask", (batch, num_queries, num_keys), "the scores (B, Q, K) =")
+      checks.boolean(mask, "mask")
+      checks.broadcastable(mask, "mask", (batch, num_queries, num_keys), "the scores (B, Q, K) =")
     if valid_lens is not None:
       lens_mask = masking.lengths_to_mask(valid_lens, batch, num_queries, num_keys)
       mask = masking.combine_masks(lens_mask, mask)

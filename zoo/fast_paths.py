@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoo import _checks
+from zoo import checks
 from zoo import recurrent
 
 Params = Mapping[str, Any]
@@ -179,7 +179,7 @@ def cudnn_weights_to_lstm(weights: jax.Array, input_size: int, hidden_size: int,
   n, gates = (2 if bidirectional else 1), 4 * hidden_size
   inputs = [input_size] + [n * hidden_size] * (num_layers - 1)
   expected = lstm_parameter_count(input_size, hidden_size, num_layers, bidirectional)
-  _checks.rank(weights, 1, "weights")
+  checks.rank(weights, 1, "weights")
   if weights.shape[0] != expected:
     raise ValueError(f"weights: expected {expected} values for input_size={input_size}, "
                      f"hidden_size={hidden_size}, num_layers={num_layers}, "
@@ -218,10 +218,8 @@ def cudnn_weights_to_lstm(weights: jax.Array, input_size: int, hidden_size: int,
 
 def _states_to_cudnn(states: Sequence[recurrent.LSTMState], n: int) -> tuple[jax.Array, jax.Array]:
   """Per-layer LSTMState (B, n*H) -> h_0, c_0 (layers * n, B, H)."""
-  directions_first = recurrent._directions_first  # pylint: disable=protected-access
-
   def stack(parts):
-    return jnp.concatenate([directions_first(p.astype(jnp.float32), n) for p in parts])
+    return jnp.concatenate([recurrent.directions_first(p.astype(jnp.float32), n) for p in parts])
   return stack([s.h for s in states]), stack([s.c for s in states])
 
 
@@ -254,7 +252,7 @@ def cudnn_lstm(params: Params, x: jax.Array, lengths: jax.Array | None = None, *
   from jax.experimental import rnn  # pylint: disable=import-outside-toplevel
 
   num_layers, n, input_size, hidden_size = _lstm_layout(params)
-  _checks.rank(x, 3, "x")
+  checks.rank(x, 3, "x")
   batch, steps = x.shape[:2]
   if lengths is None:
     lengths = jnp.full((batch,), steps, jnp.int32)

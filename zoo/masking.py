@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from zoo import _checks
+from zoo import checks
 
 
 def sequence_mask(lengths: jax.Array, max_len: int) -> jax.Array:
@@ -28,8 +28,8 @@ def sequence_mask(lengths: jax.Array, max_len: int) -> jax.Array:
     bool (..., L): `mask[..., i] = i < lengths[...]`. Lengths outside [0, L] behave as if clipped
     (a concrete out-of-range length raises a ValueError).
   """
-  _checks.integer(lengths, "lengths")
-  _checks.lengths_in_range(lengths, "lengths", max_len)
+  checks.integer(lengths, "lengths")
+  checks.lengths_in_range(lengths, "lengths", max_len)
   return jnp.arange(max_len) < jnp.asarray(lengths)[..., None]
 
 
@@ -58,7 +58,7 @@ def key_padding_mask(valid_lens: jax.Array, k_len: int) -> jax.Array:
   Returns:
     bool (B, 1, 1, K), broadcastable against multi-head scores (B, H, Q, K).
   """
-  _checks.rank(valid_lens, 1, "valid_lens")
+  checks.rank(valid_lens, 1, "valid_lens")
   return sequence_mask(valid_lens, k_len)[:, None, None, :]
 
 
@@ -91,10 +91,10 @@ def softmax_where(scores: jax.Array, mask: jax.Array | None = None) -> jax.Array
   Returns:
     weights with the shape and dtype of `scores`; fully masked rows are all zeros.
   """
-  _checks.floating(scores, "scores")
+  checks.floating(scores, "scores")
   if mask is not None:
-    _checks.boolean(mask, "mask")
-    _checks.broadcastable(mask, "mask", scores.shape, "the scores")
+    checks.boolean(mask, "mask")
+    checks.broadcastable(mask, "mask", scores.shape, "the scores")
   dtype = scores.dtype
   scores32 = scores.astype(jnp.float32)
   if mask is None:
@@ -121,9 +121,9 @@ def valid_lens_mask(valid_lens: jax.Array, rows_shape: tuple[int, ...], num_keys
     bool valid_lens.shape + (1,) * (missing row axes) + (K,), broadcastable to rows_shape + (K,):
     True where the key position is < the row's length.
   """
-  _checks.integer(valid_lens, "valid_lens")
-  _checks.shape_prefix(valid_lens, "valid_lens", rows_shape, f"{rows_desc} =")
-  _checks.lengths_in_range(valid_lens, "valid_lens", num_keys)
+  checks.integer(valid_lens, "valid_lens")
+  checks.shape_prefix(valid_lens, "valid_lens", rows_shape, f"{rows_desc} =")
+  checks.lengths_in_range(valid_lens, "valid_lens", num_keys)
   lens = jnp.asarray(valid_lens)
   lens = lens.reshape(lens.shape + (1,) * (len(rows_shape) - lens.ndim))  # (..., 1...) rows
   return jnp.arange(num_keys) < lens[..., None]
@@ -142,7 +142,7 @@ def lengths_to_mask(valid_lens: jax.Array, batch: int, num_queries: int,
   Returns:
     bool (B, 1, K) for lengths (B,), or (B, Q, K) for lengths (B, Q); True = may attend.
   """
-  _checks.rank(valid_lens, {1, 2}, "valid_lens")
+  checks.rank(valid_lens, {1, 2}, "valid_lens")
   return valid_lens_mask(valid_lens, (batch, num_queries), num_keys,
                          rows_desc="the score rows (B, Q)")
 
@@ -160,8 +160,8 @@ def masked_softmax(scores: jax.Array, valid_lens: jax.Array | None = None) -> ja
     weights with the shape and dtype of `scores`; entries at key positions >= valid_len are exactly
     0, and a row with valid_len 0 is all zeros (d2l would give a uniform row there).
   """
-  _checks.floating(scores, "scores")
-  _checks.min_rank(scores, 1, "scores")
+  checks.floating(scores, "scores")
+  checks.min_rank(scores, 1, "scores")
   if valid_lens is None:
     return softmax_where(scores)
   rows_desc = "the score rows scores.shape[:-1]"

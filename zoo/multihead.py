@@ -16,6 +16,10 @@ makes that choice per call (`zoo.fast_paths.multihead_implementation`): the fuse
 where it computes what was asked for (score 'scaled_dot', no weights, no active dropout), the
 vmapped path otherwise; both have the same parameters and results.
 
+Grouped-query attention (`num_kv_heads` = Hkv < H): the vmapped path maps over the Hkv key/value
+heads and, inside, over the G = H / Hkv query heads of each group, which all read their group's keys
+and values in place (no per-query-head copy); jax.nn.dot_product_attention groups them natively.
+
 With `decode=True` the module keeps a key/value cache in the 'cache' collection for incremental
 decoding; see `MultiHeadAttention.__call__`.
 """
@@ -30,7 +34,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from zoo import _checks
+from zoo import checks
 from zoo import fast_paths
 from zoo import masking
 from zoo import scoring
@@ -85,23 +89,52 @@ def head_attention(score: Callable[[jax.Array, jax.Array], jax.Array], q: jax.Ar
   return attend(score(q, k), v, mask, keep)
 
 
-# Axes of the per-example arrays (q (Q, H, Dh), k/v (K, H, Dh), mask/keep (H, Q, K)) that hold the
-# heads, and where the per-head outputs go: out (Q, H, Dh), weights (H, Q, K).
+# The maps over heads, per example. Without groups: q (Q, H, Dh), k/v (K, H, Dh), mask/keep
+# (H, Q, K) -> out (Q, H, Dh), weights (H, Q, K). With Hkv key/value heads, each shared by a group
+# of G = H / Hkv query heads, the map runs over the kv heads with q (Q, Hkv, G, Dh), k/v
+# (K, Hkv, Dh), mask/keep (Hkv, G, Q, K) -> out (Q, Hkv, G, Dh), weights (Hkv, G, Q, K); inside
+# it, a map over the G query heads of the group passes their k and v unmapped (in_axes None), so
+# keys and values are never copied.
 _HEAD_IN_AXES = (1, 1, 1, 0, 0)
 _HEAD_OUT_AXES = (1, 0)
+_GROUP_IN_AXES = (1, None, None, 0, 0)
+_GROUP_OUT_AXES = (1, 0)
 
 
-def _map_heads_and_batch_pure(score: Callable) -> Callable:
-  """head_attention over heads, then over the batch, for a parameter-free score."""
-  over_heads = jax.vmap(functools.partial(head_attention, score), in_axes=_HEAD_IN_AXES,
-                        out_axes=_HEAD_OUT_AXES)
+def _map_heads_and_batch_pure(score: Callable, grouped: bool) -> Callable:
+  """head_attention over (kv) heads, then over the batch, for a parameter-free score."""
+  per_kv_head = functools.partial(head_attention, score)
+  if grouped:
+    per_kv_head = jax.vmap(per_kv_head, in_axes=_GROUP_IN_AXES, out_axes=_GROUP_OUT_AXES)
+  over_heads = jax.vmap(per_kv_head, in_axes=_HEAD_IN_AXES, out_axes=_HEAD_OUT_AXES)
   return jax.vmap(over_heads)
 
 
-def _map_heads_and_batch_module() -> Callable:
-  """head_attention over heads (one set of score parameters each), then over the batch (shared)."""
-  over_heads = nn.vmap(head_attention, in_axes=_HEAD_IN_AXES, out_axes=_HEAD_OUT_AXES,
-                       variable_axes={"params": 0}, split_rngs={"params": True})
+def _map_heads_and_batch_module(group_size: int, initializing: bool) -> Callable:
+  """head_attention over (kv) heads, each query head with its own score parameters, then over the
+  batch (parameters shared).
+
+  Args:
+    group_size: G, the query heads per key/value head; 1 without groups.
+    initializing: whether the parameters are being created (the module's is_initializing()).
+  """
+  per_head = {"variable_axes": {"params": 0}, "split_rngs": {"params": True}}
+  per_kv_head = head_attention
+  if group_size > 1:
+    per_kv_head = nn.vmap(head_attention, in_axes=_GROUP_IN_AXES, out_axes=_GROUP_OUT_AXES,
+                          **per_head)
+  over_heads = nn.vmap(per_kv_head, in_axes=_HEAD_IN_AXES, out_axes=_HEAD_OUT_AXES, **per_head)
+  if group_size > 1:
+    # The nested maps see the score parameters as (Hkv, G, ...); they are stored as (H, ...), the
+    # layout without groups, so that a parameter tree does not depend on num_kv_heads.
+    def by_group(tree):
+      return jax.tree.map(lambda x: x.reshape((-1, group_size) + x.shape[1:]), tree)
+
+    def by_head(tree):
+      return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), tree)
+
+    over_heads = nn.map_variables(over_heads, "params", trans_in_fn=by_group, trans_out_fn=by_head,
+                                  init=initializing)
   return nn.vmap(over_heads, variable_axes={"params": None}, split_rngs={"params": False})
 
 
@@ -128,14 +161,15 @@ class MultiHeadAttention(nn.Module):
       score='scaled_dot', no weights, no dropout) or 'auto' (per call: 'fused' on a GPU where it
       applies, 'vmap' otherwise).
     num_kv_heads: Hkv for grouped-query attention (default H): query heads h*G ... h*G + G - 1 with
-      G = H // Hkv share key/value head h.
+      G = H // Hkv share key/value head h, which is read in place, never copied per query head.
+      The 'score' parameters stay per query head (H, ...).
     score_features: the hidden size of the 'additive' and 'concat' scores (default Dh); must be
       None for the others.
     param_dtype: the dtype parameters are stored in.
     kernel_init: initializer of all kernels (flax's default).
     bias_init: initializer of all biases.
   """
-  # The first eight fields in the order of the documented signature (issue 2), then the rest.
+  # The first eight fields keep the order of the documented positional signature; new ones go last.
   num_heads: int
   qkv_features: int | None = None
   out_features: int | None = None
@@ -203,7 +237,7 @@ class MultiHeadAttention(nn.Module):
     return cached_key.value, cached_value.value, causal[None, None]
 
   def _vmapped(self, query, key, value, mask, dropout: bool) -> tuple[jax.Array, jax.Array]:
-    """head_attention mapped over heads and batch.
+    """head_attention mapped over heads and batch; grouped query heads share their kv head.
 
     Args:
       query: (B, Q, H, Dh).
@@ -215,22 +249,34 @@ class MultiHeadAttention(nn.Module):
       out (B, Q, H, Dh), weights (B, H, Q, K).
     """
     batch, num_q, heads, head_dim = query.shape
+    kv_heads = key.shape[2]
+    group_size = heads // kv_heads
     full = (batch, heads, num_q, key.shape[1])
     mask = None if mask is None else jnp.broadcast_to(mask, full)
     keep = None
     if dropout:
       kept = jax.random.bernoulli(self.make_rng("dropout"), 1.0 - self.dropout_rate, full)
       keep = kept.astype(self.dtype) / jnp.asarray(1.0 - self.dropout_rate, self.dtype)
-    groups = heads // key.shape[2]
-    key = jnp.repeat(key, groups, axis=2)  # (B, K, H, Dh): query head h uses kv head h // groups
-    value = jnp.repeat(value, groups, axis=2)  # (B, K, H, Dh)
+    grouped = group_size > 1
+    if grouped:
+      # Query head h uses kv head h // G; splitting the head axis is a reshape, not a copy.
+      query = query.reshape(batch, num_q, kv_heads, group_size, head_dim)  # (B, Q, Hkv, G, Dh)
+      by_group = (batch, kv_heads, group_size) + full[2:]
+      mask = None if mask is None else mask.reshape(by_group)  # (B, Hkv, G, Q, K)
+      keep = None if keep is None else keep.reshape(by_group)  # (B, Hkv, G, Q, K)
     if self.score in _PARAMETER_FREE_SCORES:
-      heads_fn = _map_heads_and_batch_pure(_PARAMETER_FREE_SCORES[self.score])
-      return heads_fn(query, key, value, mask, keep)
-    score = scoring.make_score(self.score, features=self.score_features, dtype=self.dtype,
-                               param_dtype=self.param_dtype, kernel_init=self.kernel_init,
-                               name="score")
-    return _map_heads_and_batch_module()(score, query, key, value, mask, keep)
+      heads_fn = _map_heads_and_batch_pure(_PARAMETER_FREE_SCORES[self.score], grouped)
+      out, weights = heads_fn(query, key, value, mask, keep)
+    else:
+      score = scoring.make_score(self.score, features=self.score_features, dtype=self.dtype,
+                                 param_dtype=self.param_dtype, kernel_init=self.kernel_init,
+                                 name="score")
+      heads_fn = _map_heads_and_batch_module(group_size, self.is_initializing())
+      out, weights = heads_fn(score, query, key, value, mask, keep)
+    if grouped:
+      out = out.reshape(batch, num_q, heads, head_dim)  # (B, Q, H, Dh)
+      weights = weights.reshape(full)  # (B, H, Q, K)
+    return out, weights
 
   @nn.compact
   def __call__(self, inputs_q: jax.Array, inputs_kv: jax.Array | None = None, *,
@@ -260,15 +306,15 @@ class MultiHeadAttention(nn.Module):
     Returns:
       out (B, Q, D_out), and with return_weights=True also weights (B, H, Q, K).
     """
-    _checks.rank(inputs_q, 3, "inputs_q")
-    _checks.floating(inputs_q, "inputs_q")
+    checks.rank(inputs_q, 3, "inputs_q")
+    checks.floating(inputs_q, "inputs_q")
     if inputs_kv is None:
       inputs_kv = inputs_q
-    _checks.rank(inputs_kv, 3, "inputs_kv")
-    _checks.floating(inputs_kv, "inputs_kv")
-    _checks.equal_dim(inputs_q, "inputs_q", 0, inputs_kv, "inputs_kv", 0)
+    checks.rank(inputs_kv, 3, "inputs_kv")
+    checks.floating(inputs_kv, "inputs_kv")
+    checks.equal_dim(inputs_q, "inputs_q", 0, inputs_kv, "inputs_kv", 0)
     if decode:
-      _checks.equal_dim(inputs_q, "inputs_q", 1, inputs_kv, "inputs_kv", 1)
+      checks.equal_dim(inputs_q, "inputs_q", 1, inputs_kv, "inputs_kv", 1)
     heads, kv_heads, head_dim = self._check_config(inputs_q.shape[-1])
     dropout = self.dropout_rate > 0.0 and not deterministic
     implementation = self.implementation
@@ -292,8 +338,8 @@ class MultiHeadAttention(nn.Module):
 
     batch, num_q, num_k = query.shape[0], query.shape[1], key.shape[1]
     if mask is not None:
-      _checks.boolean(mask, "mask")
-      _checks.broadcastable(mask, "mask", (batch, heads, num_q, num_k), "the scores (B, H, Q, K) =")
+      checks.boolean(mask, "mask")
+      checks.broadcastable(mask, "mask", (batch, heads, num_q, num_k), "the scores (B, H, Q, K) =")
     mask = masking.combine_masks(mask, cache_mask)
     lens_mask = None
     if valid_lens is not None:

@@ -14,7 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from zoo import _checks
+from zoo import checks
 from zoo import masking
 from zoo import scoring
 
@@ -32,14 +32,14 @@ def masked_mean_pool(x: jax.Array, valid_lens: jax.Array | None = None) -> jax.A
     (B, D) in the dtype of `x`, summed in float32. A sequence of length 0 gives zeros (not NaN), and
     padded steps never reach the result, even if they hold inf or NaN.
   """
-  _checks.rank(x, 3, "x")
-  _checks.floating(x, "x")
+  checks.rank(x, 3, "x")
+  checks.floating(x, "x")
   if valid_lens is None:
     return jnp.mean(x.astype(jnp.float32), axis=1).astype(x.dtype)
-  _checks.integer(valid_lens, "valid_lens")
-  _checks.rank(valid_lens, 1, "valid_lens")
-  _checks.equal_dim(valid_lens, "valid_lens", 0, x, "x", 0)
-  _checks.lengths_in_range(valid_lens, "valid_lens", x.shape[1])
+  checks.integer(valid_lens, "valid_lens")
+  checks.rank(valid_lens, 1, "valid_lens")
+  checks.equal_dim(valid_lens, "valid_lens", 0, x, "x", 0)
+  checks.lengths_in_range(valid_lens, "valid_lens", x.shape[1])
   mask = masking.sequence_mask(valid_lens, x.shape[1])  # (B, L)
   total = jnp.sum(jnp.where(mask[..., None], x.astype(jnp.float32), 0.0), axis=1)  # (B, D)
   count = jnp.maximum(jnp.asarray(valid_lens), 1).astype(jnp.float32)[:, None]  # (B, 1)
@@ -82,8 +82,8 @@ class AttentionPooling(nn.Module):
       context: (B, D), zeros for an example with valid_len 0.
       weights: (B, L), zero beyond each valid length.
     """
-    _checks.rank(x, 3, "x")
-    _checks.floating(x, "x")
+    checks.rank(x, 3, "x")
+    checks.floating(x, "x")
     width = x.shape[-1]
     init = self.query_init or nn.initializers.normal(stddev=width ** -0.5)
     query = self.param("query", init, (1, width), self.param_dtype)  # one query row, Q = 1

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoo import _checks
+from zoo import checks
 
 Dtype = Any
 
@@ -33,8 +33,7 @@ def sinusoidal_encoding_at(positions: jax.Array, dim: int) -> jax.Array:
   Returns:
     float32 (..., D).
   """
-  if not isinstance(dim, (int, np.integer)) or dim < 1:
-    raise ValueError(f"dim: expected a positive int, got {dim!r}")
+  checks.positive_int(dim, "dim")
   column = np.arange(dim)
   frequency = np.power(10000.0, -(column - column % 2) / dim).astype(np.float32)  # (D,)
   angles = jnp.asarray(positions, jnp.float32)[..., None] * frequency  # (..., D)
@@ -52,24 +51,23 @@ def sinusoidal_encoding(length: int, dim: int, *, offset: int | jax.Array = 0) -
   Returns:
     float32 (L, D): PE[p, 2i] = sin((offset + p) / 10000^(2i/D)), PE[p, 2i+1] = cos(same).
   """
-  if not isinstance(length, (int, np.integer)) or length < 0:
-    raise ValueError(f"length: expected a non-negative int, got {length!r}")
+  checks.positive_int(length, "length", minimum=0)  # an empty encoding (0, D) is fine
   return sinusoidal_encoding_at(jnp.arange(length) + offset, dim)
 
 
 def _positions(x: jax.Array, offset, positions, max_len: int) -> jax.Array:
   """Absolute positions (L,) or (B, L) of the steps of x (B, L, D); checks concrete ones."""
-  _checks.rank(x, 3, "x")
-  _checks.floating(x, "x")
+  checks.rank(x, 3, "x")
+  checks.floating(x, "x")
   batch, length, _ = x.shape
   if positions is None:
-    _checks.integer(offset, "offset")
+    checks.integer(offset, "offset")
     positions = jnp.arange(length) + offset  # (L,)
   else:
-    _checks.integer(positions, "positions")
-    _checks.rank(positions, {1, 2}, "positions")
-    _checks.broadcastable(positions, "positions", (batch, length), "the steps of x (B, L) =")
-  if _checks.is_concrete(positions):
+    checks.integer(positions, "positions")
+    checks.rank(positions, {1, 2}, "positions")
+    checks.broadcastable(positions, "positions", (batch, length), "the steps of x (B, L) =")
+  if checks.is_concrete(positions):
     values = np.asarray(positions)
     if values.size and (values.min() < 0 or values.max() >= max_len):
       raise ValueError(f"positions must lie in [0, {max_len}) (max_len = {max_len}), got "

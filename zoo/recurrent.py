@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoo import _checks
+from zoo import checks
 
 Dtype = Any
 Initializer = Callable[..., jax.Array]
@@ -87,7 +87,7 @@ def lstm_step(hidden_kernel: jax.Array, state: LSTMState, input_gates: jax.Array
   Returns:
     the new LSTMState, float32 (N, H).
   """
-  _checks.rank(hidden_kernel, 2, "hidden_kernel")
+  checks.rank(hidden_kernel, 2, "hidden_kernel")
   width = hidden_kernel.shape[0]
   if (hidden_kernel.shape[1], np.shape(input_gates)[-1], np.shape(state.h)[-1]) != (
       4 * width, 4 * width, width):
@@ -241,10 +241,10 @@ class LSTMLayer(nn.Module):
       final LSTMState(h (B, n*H), c (B, n*H)) float32: the state after each sequence's last real
       token (forward) and after its first token (backward).
     """
-    _checks.rank(x, 3, "x")
-    _checks.floating(x, "x")
+    checks.rank(x, 3, "x")
+    checks.floating(x, "x")
     if lengths is not None:
-      _checks.sequence_lengths(lengths, "lengths", x, "x")
+      checks.sequence_lengths(lengths, "lengths", x, "x")
       lengths = jnp.asarray(lengths)
     batch, steps = x.shape[0], x.shape[1]
     n, hidden = self.num_directions, self.hidden_size
@@ -256,7 +256,7 @@ class LSTMLayer(nn.Module):
       init = LSTMState(*(jnp.zeros((n, batch, hidden), jnp.float32),) * 2)
     else:
       initial_state = _check_state(initial_state, "initial_state", batch, n * hidden)
-      init = LSTMState(*(_directions_first(jnp.asarray(s, jnp.float32), n) for s in initial_state))
+      init = LSTMState(*(directions_first(jnp.asarray(s, jnp.float32), n) for s in initial_state))
     outputs, final = _scan_directions(self.hidden_kernel, gates.transpose(1, 2, 0, 3), init, mask,
                                       self.dtype)
     outputs = outputs.transpose(2, 0, 1, 3)  # (B, L, n, H)
@@ -266,10 +266,21 @@ class LSTMLayer(nn.Module):
     return outputs.reshape(batch, steps, n * hidden), final
 
 
-def _directions_first(state: jax.Array, n: int) -> jax.Array:
-  """(B, n*H) -> (n, B, H)."""
+def directions_first(state: jax.Array, n: int) -> jax.Array:
+  """Splits a state of n directions, as LSTM returns it, into one state per direction.
+
+  zoo.LSTM lays the directions side by side in a state (B, n*H) (forward first), while the scan
+  here and cuDNN's LSTM (zoo.fast_paths) want the direction as the leading axis.
+
+  Args:
+    state: h or c (B, n*H).
+    n: the number of directions (1, or 2 when bidirectional).
+
+  Returns:
+    (n, B, H): `out[d] = state[:, d*H:(d+1)*H]`.
+  """
   batch = state.shape[0]
-  return state.reshape(batch, n, -1).transpose(1, 0, 2)
+  return state.reshape(batch, n, -1).transpose(1, 0, 2)  # (B, n, H) -> (n, B, H)
 
 
 class LSTM(nn.Module):
@@ -329,11 +340,11 @@ class LSTM(nn.Module):
         first: each layer's state after the last real token of each sequence (for the backward
         half: after the first token).
     """
-    _checks.rank(x, 3, "x")
-    _checks.floating(x, "x")
+    checks.rank(x, 3, "x")
+    checks.floating(x, "x")
     batch = x.shape[0]
     if lengths is not None:
-      _checks.sequence_lengths(lengths, "lengths", x, "x")
+      checks.sequence_lengths(lengths, "lengths", x, "x")
       lengths = jnp.asarray(lengths)
     if initial_state is None:
       initial_state = (None,) * self.num_layers
@@ -382,7 +393,7 @@ class LSTM(nn.Module):
     Gives exactly the outputs of `__call__` on the sequence, one step at a time (state as in
     `step_gates`).
     """
-    _checks.rank(x, 2, "x")
+    checks.rank(x, 2, "x")
     return self.step_gates(state, self.input_gates(jnp.asarray(x, self.dtype)),
                            deterministic=deterministic)
 

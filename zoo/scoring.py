@@ -24,17 +24,17 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from zoo import _checks
+from zoo import checks
 
 Dtype = Any
 Initializer = Callable[..., jax.Array]
 
 
 def _check_pair(q, k, same_width: bool) -> None:
-  _checks.rank(q, 2, "q")
-  _checks.rank(k, 2, "k")
+  checks.rank(q, 2, "q")
+  checks.rank(k, 2, "k")
   if same_width:
-    _checks.equal_dim(q, "q", -1, k, "k", -1)
+    checks.equal_dim(q, "q", -1, k, "k", -1)
 
 
 def dot_score(q: jax.Array, k: jax.Array) -> jax.Array:
@@ -184,12 +184,12 @@ class _Score(nn.Module):
     Returns:
       scores (..., Q, K) in `dtype`.
     """
-    _checks.min_rank(q, 2, "q")
-    _checks.min_rank(k, 2, "k")
-    _checks.floating(q, "q")
-    _checks.floating(k, "k")
+    checks.min_rank(q, 2, "q")
+    checks.min_rank(k, 2, "k")
+    checks.floating(q, "q")
+    checks.floating(k, "k")
     if self.requires_equal_widths:
-      _checks.equal_dim(q, "q", -1, k, "k", -1)
+      checks.equal_dim(q, "q", -1, k, "k", -1)
     q, k = jnp.asarray(q, self.dtype), jnp.asarray(k, self.dtype)
     params = self._score_params(q.shape[-1], k.shape[-1])
     return _map_leading(lambda qi, ki: self.score_fn(qi, ki, *params), q, k)

@@ -1,6 +1,8 @@
 """Greedy and beam search over any decoder that exposes a step function.
 
-The step interface (see also notes/INTERFACES.md):
+The step interface, which zoo's decoders (zoo.Transformer, zoo.Seq2Seq, zoo.BahdanauDecoder,
+zoo.LuongDecoder) implement as their `decode_step` method, with `init_decode_state` building the
+first state:
 
   step_fn(state, tokens) -> (logits, new_state)
     tokens: int32 (N,), the previous output token of each of N rows (N = B for greedy search,
@@ -42,14 +44,13 @@ takes the parameters as an argument and builds `step_fn` there:
 from __future__ import annotations
 
 import functools
-import numbers
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from zoo import _checks
+from zoo import checks
 
 State = Any
 StepFn = Callable[[State, jax.Array], tuple[jax.Array, State]]
@@ -100,16 +101,6 @@ def _length_normalizer(lengths: jax.Array, alpha: jax.Array) -> jax.Array:
 # Argument checks (run in Python on shapes and, when concrete, on values).
 
 
-def _positive_int(value, name: str) -> None:
-  if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-    raise ValueError(f"{name} must be a positive Python int, got {value!r}")
-
-
-def _token_id(value, name: str) -> None:
-  if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-    raise ValueError(f"{name} must be a non-negative Python int (a token id), got {value!r}")
-
-
 def _batch_size(init_state, exact_lens) -> int:
   """B, the leading axis shared by every non-scalar leaf of init_state (and exact_lens)."""
   batched = [(jax.tree_util.keystr(path), np.shape(leaf))
@@ -139,14 +130,14 @@ def _batch_size(init_state, exact_lens) -> int:
 def _check_common(step_fn, init_state, bos_id, eos_id, max_len, exact_lens) -> int:
   if not callable(step_fn):
     raise ValueError(f"step_fn must be callable as step_fn(state, tokens), got {step_fn!r}")
-  _token_id(bos_id, "bos_id")
-  _token_id(eos_id, "eos_id")
-  _positive_int(max_len, "max_len")
+  checks.positive_int(bos_id, "bos_id", minimum=0)  # token ids start at 0
+  checks.positive_int(eos_id, "eos_id", minimum=0)
+  checks.positive_int(max_len, "max_len")
   if exact_lens is not None:
-    _checks.integer(exact_lens, "exact_lens")
-    _checks.rank(exact_lens, 1, "exact_lens")
+    checks.integer(exact_lens, "exact_lens")
+    checks.rank(exact_lens, 1, "exact_lens")
     # Out-of-range values are only caught when concrete; under jit they act as if clipped.
-    _checks.lengths_in_range(exact_lens, "exact_lens", max_len)
+    checks.lengths_in_range(exact_lens, "exact_lens", max_len)
   return _batch_size(init_state, exact_lens)
 
 
@@ -427,10 +418,10 @@ def beam_search(step_fn: StepFn, init_state: State, *, beam_size: int, bos_id: i
   Raises:
     ValueError: as `greedy_search`, and for beam_size < 1 or a non-finite length_penalty.
   """
-  _positive_int(beam_size, "beam_size")
+  checks.positive_int(beam_size, "beam_size")
   _check_common(step_fn, init_state, bos_id, eos_id, max_len, exact_lens)
-  if _checks.is_concrete(length_penalty) and not np.all(np.isfinite(length_penalty)):
+  if checks.is_concrete(length_penalty) and not np.all(np.isfinite(length_penalty)):
     raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
-  _checks.rank(length_penalty, 0, "length_penalty")
+  checks.rank(length_penalty, 0, "length_penalty")
   return _beam(init_state, exact_lens, length_penalty, step_fn=step_fn, beam_size=beam_size,
                bos_id=bos_id, eos_id=eos_id, max_len=max_len)

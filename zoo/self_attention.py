@@ -13,7 +13,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from zoo import _checks
+from zoo import checks
 from zoo.attention import Attention
 
 Dtype = Any
@@ -45,8 +45,8 @@ class SimpleSelfAttention(nn.Module):
       outputs: (B, L, D).
       weights: (B, L, L).
     """
-    _checks.rank(x, 3, "x")
-    _checks.floating(x, "x")
+    checks.rank(x, 3, "x")
+    checks.floating(x, "x")
     attention = Attention(score="scaled_dot" if self.scale else "dot", dtype=self.dtype,
                           name="attention")
     return attention(x, x, x, valid_lens, mask=mask)
@@ -94,8 +94,8 @@ class SelfAttention(nn.Module):
       outputs: (B, L, F).
       weights: (B, L, L), before dropout.
     """
-    _checks.rank(x, 3, "x")
-    _checks.floating(x, "x")
+    checks.rank(x, 3, "x")
+    checks.floating(x, "x")
     features = x.shape[-1] if self.features is None else self.features
     queries, keys, values = (
         nn.Dense(features, use_bias=self.use_bias, dtype=self.dtype, param_dtype=self.param_dtype,

@@ -33,7 +33,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from zoo import _checks
+from zoo import checks
 from zoo import recurrent
 from zoo.attention import Attention
 from zoo.recurrent import LSTMState
@@ -70,14 +70,14 @@ class LuongState(NamedTuple):
 
 
 def _check_source(enc_outputs, src_lens) -> None:
-  _checks.rank(enc_outputs, 3, "enc_outputs")
-  _checks.floating(enc_outputs, "enc_outputs")
-  _checks.sequence_lengths(src_lens, "src_lens", enc_outputs, "enc_outputs")
+  checks.rank(enc_outputs, 3, "enc_outputs")
+  checks.floating(enc_outputs, "enc_outputs")
+  checks.sequence_lengths(src_lens, "src_lens", enc_outputs, "enc_outputs")
 
 
 def _check_tokens(tokens, rank: int, name: str) -> None:
-  _checks.rank(tokens, rank, name)
-  _checks.integer(tokens, name)
+  checks.rank(tokens, rank, name)
+  checks.integer(tokens, name)
 
 
 class _Sizes(nn.Module):
@@ -163,7 +163,7 @@ class _AttentionDecoder(_Sizes):
       logits (N, V) in `dtype`, and the new state (same structure, shapes and dtypes).
     """
     _check_tokens(tokens, 1, "tokens")
-    _checks.equal_dim(tokens, "tokens", 0, state.src_lens, "state.src_lens", 0)
+    checks.equal_dim(tokens, "tokens", 0, state.src_lens, "state.src_lens", 0)
     vector, _, state = self._step(state, self.lstm.input_gates(self.embedding(tokens)), True)
     return self.output(vector), state
 
@@ -186,7 +186,7 @@ class _AttentionDecoder(_Sizes):
     """
     _check_tokens(tokens, 2, "tokens")
     _check_source(enc_outputs, src_lens)
-    _checks.equal_dim(tokens, "tokens", 0, enc_outputs, "enc_outputs", 0)
+    checks.equal_dim(tokens, "tokens", 0, enc_outputs, "enc_outputs", 0)
     state = self.init_decode_state(enc_outputs, src_lens, init_state)
     embed_gates = self.lstm.input_gates(self.embedding(tokens))  # (B, T, 4H), one matmul
 

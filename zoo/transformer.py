@@ -26,7 +26,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from zoo import _checks
+from zoo import checks
 from zoo import masking
 from zoo import positional
 from zoo.multihead import MultiHeadAttention
@@ -56,8 +56,8 @@ class PositionwiseFFN(nn.Module):
   @nn.compact
   def __call__(self, x: jax.Array, *, deterministic: bool = True) -> jax.Array:
     """x (..., D) -> (..., out_features or D)."""
-    _checks.floating(x, "x")
-    _checks.min_rank(x, 1, "x")
+    checks.floating(x, "x")
+    checks.min_rank(x, 1, "x")
     dense = lambda features, name: nn.Dense(features, dtype=self.dtype,
                                             param_dtype=self.param_dtype, name=name)
     h = self.activation(dense(self.hidden, "dense_in")(x))  # (..., hidden)
@@ -66,15 +66,15 @@ class PositionwiseFFN(nn.Module):
 
 
 def _check_block_input(x: jax.Array, name: str) -> None:
-  _checks.rank(x, 3, name)
-  _checks.floating(x, name)
+  checks.rank(x, 3, name)
+  checks.floating(x, name)
 
 
 def _check_mask(mask: jax.Array | None, name: str, scores_shape: tuple[int, ...]) -> None:
   """Checks a block's mask against its attention scores (B, H, Q, K), naming the argument."""
   if mask is not None:
-    _checks.boolean(mask, name)
-    _checks.broadcastable(mask, name, scores_shape, "the scores (B, H, Q, K) =")
+    checks.boolean(mask, name)
+    checks.broadcastable(mask, name, scores_shape, "the scores (B, H, Q, K) =")
 
 
 class _Sublayers(nn.Module):
@@ -205,7 +205,7 @@ class DecoderBlock(_Sublayers):
     """
     _check_block_input(x, "x")
     _check_block_input(enc_outputs, "enc_outputs")
-    _checks.equal_dim(x, "x", 0, enc_outputs, "enc_outputs", 0)
+    checks.equal_dim(x, "x", 0, enc_outputs, "enc_outputs", 0)
     (batch, length, _), src_len = x.shape, enc_outputs.shape[1]
     if not decode:  # when decoding, the keys are the whole cache (checked by MultiHeadAttention)
       _check_mask(self_mask, "self_mask", (batch, self.num_heads, length, length))
@@ -298,8 +298,8 @@ class Transformer(_Sublayers):
   def _embed(self, table: nn.Embed, tokens: jax.Array, offset: int | jax.Array,
              deterministic: bool, name: str) -> jax.Array:
     """tokens int (B, L) -> (B, L, D): embedding * sqrt(D) + position encoding, dropout."""
-    _checks.rank(tokens, 2, name)
-    _checks.integer(tokens, name)
+    checks.rank(tokens, 2, name)
+    checks.integer(tokens, name)
     x = table(tokens) * jnp.asarray(math.sqrt(self.model_dim), self.dtype)  # (B, L, D)
     return self.positions(x, offset=offset, deterministic=deterministic)
 
@@ -313,9 +313,9 @@ class Transformer(_Sublayers):
     """src_valid_lens int (B,) -> bool (B, 1, 1, S) for source (B, S, ...), or None."""
     if src_valid_lens is None:
       return None
-    _checks.integer(src_valid_lens, "src_valid_lens")
-    _checks.rank(src_valid_lens, 1, "src_valid_lens")
-    _checks.equal_dim(src_valid_lens, "src_valid_lens", 0, source, source_name, 0)
+    checks.integer(src_valid_lens, "src_valid_lens")
+    checks.rank(src_valid_lens, 1, "src_valid_lens")
+    checks.equal_dim(src_valid_lens, "src_valid_lens", 0, source, source_name, 0)
     return masking.key_padding_mask(src_valid_lens, source.shape[1])
 
   def encode(self, src_tokens: jax.Array, src_valid_lens: jax.Array | None = None, *,
@@ -404,6 +404,6 @@ class Transformer(_Sublayers):
 
   def decode_step(self, state: PyTree, tokens: jax.Array) -> tuple[jax.Array, PyTree]:
     """One decoding step: tokens int (N,), the previous outputs -> (logits (N, V), new state)."""
-    _checks.rank(tokens, 1, "tokens")
+    checks.rank(tokens, 1, "tokens")
     logits, state = self.prefill(state, tokens[:, None])  # (N, 1, V)
     return logits[:, 0], state

@@ -37,19 +37,19 @@ import jax
 import jax.numpy as jnp
 
 import zoo
-from zoo import _checks
+from zoo import checks
 
 Dtype = Any
 NUM_CLASSES = 2
 
 
 def _check_inputs(tokens: jax.Array, lengths: jax.Array) -> None:
-  _checks.rank(tokens, 2, "tokens")
-  _checks.integer(tokens, "tokens")
-  _checks.rank(lengths, 1, "lengths")
-  _checks.integer(lengths, "lengths")
-  _checks.equal_dim(lengths, "lengths", 0, tokens, "tokens", 0)
-  _checks.lengths_in_range(lengths, "lengths", tokens.shape[1])
+  checks.rank(tokens, 2, "tokens")
+  checks.integer(tokens, "tokens")
+  checks.rank(lengths, 1, "lengths")
+  checks.integer(lengths, "lengths")
+  checks.equal_dim(lengths, "lengths", 0, tokens, "tokens", 0)
+  checks.lengths_in_range(lengths, "lengths", tokens.shape[1])
 
 
 def mean_pool_weights(lengths: jax.Array, max_len: int) -> jax.Array:
@@ -83,7 +83,7 @@ def word_weights(weights: jax.Array, lengths: jax.Array) -> jax.Array:
   weights = jnp.asarray(weights, jnp.float32)
   if weights.ndim == 2:
     return weights
-  _checks.rank(weights, 3, "weights")
+  checks.rank(weights, 3, "weights")
   rows = mean_pool_weights(lengths, weights.shape[1])  # (B, Q): 1/len on real query rows
   return jnp.einsum("bq,bqk->bk", rows, weights)
 
@@ -105,7 +105,7 @@ def embed_words(module: nn.Module, tokens: jax.Array, bigrams: jax.Array | None)
   if bigrams is None:
     raise ValueError(f"this model reads word bigrams (bigram_vocab_size "
                      f"{module.bigram_vocab_size}): pass bigrams= (B, L), aligned with the tokens")
-  _checks.integer(bigrams, "bigrams")
+  checks.integer(bigrams, "bigrams")
   if bigrams.shape != tokens.shape:
     raise ValueError(f"bigrams {bigrams.shape} must have the shape of tokens {tokens.shape}")
   return x + nn.Embed(module.bigram_vocab_size, module.embed_dim, dtype=module.dtype,

@@ -188,6 +188,140 @@ def test_grouped_query_attention_equals_repeated_kv_heads_for_both_implementatio
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
 
 
+# Grouped-query attention: H = 6 query heads over Hkv = 2 or 3 kv heads, Dh = 4.
+GQA_H, GQA_DH = 6, 4
+_PURE_SCORES = {"dot": scoring.dot_score, "scaled_dot": scoring.scaled_dot_score,
+                "additive": scoring.additive_score, "bilinear": scoring.bilinear_score,
+                "concat": scoring.concat_score}
+
+
+def _repeated_kv_reference(params, inputs_q, inputs_kv, allowed, score):
+  """The formula the module used before grouping, in float64: copy each kv head to the query heads
+  of its group (jnp.repeat), then attend one head at a time.
+
+  Returns out (B, Q, D_out) and weights (B, H, Q, K); allowed: bool (B, H, Q, K).
+  """
+  with jax.enable_x64(True):
+    p = jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), params)
+    xq, xkv = jnp.asarray(inputs_q, jnp.float64), jnp.asarray(inputs_kv, jnp.float64)
+    q = jnp.einsum("bqd,dhe->bqhe", xq, p["query"]["kernel"]) + p["query"]["bias"]  # (B, Q, H, Dh)
+    k = jnp.einsum("bkd,dge->bkge", xkv, p["key"]["kernel"]) + p["key"]["bias"]  # (B, K, Hkv, Dh)
+    v = jnp.einsum("bkd,dge->bkge", xkv, p["value"]["kernel"]) + p["value"]["bias"]
+    groups = q.shape[2] // k.shape[2]
+    k = jnp.repeat(k, groups, axis=2)  # (B, K, H, Dh): query head h reads kv head h // groups
+    v = jnp.repeat(v, groups, axis=2)  # (B, K, H, Dh)
+    scores = []
+    for h in range(q.shape[2]):
+      head_params = {name: leaf[h] for name, leaf in p.get("score", {}).items()}
+      scores.append(jax.vmap(lambda qi, ki: _PURE_SCORES[score](qi, ki, **head_params))(
+          q[:, :, h], k[:, :, h]))  # (B, Q, K)
+    scores = np.stack([np.asarray(s) for s in scores], axis=1)  # (B, H, Q, K)
+    v, out_kernel, out_bias = (np.asarray(a) for a in (v, p["out"]["kernel"], p["out"]["bias"]))
+  top = np.max(np.where(allowed, scores, -np.inf), axis=-1, keepdims=True)
+  exp = np.where(allowed, np.exp(scores - np.where(np.isfinite(top), top, 0.0)), 0.0)
+  total = exp.sum(-1, keepdims=True)
+  weights = exp / np.where(total > 0, total, 1.0)  # a row with no key: zeros
+  heads = np.einsum("bhqk,bkhe->bqhe", weights, v)  # (B, Q, H, Dh)
+  return np.einsum("bqhe,heo->bqo", heads, out_kernel) + out_bias, weights
+
+
+def _gqa_case(seed):
+  """inputs_q (B, Q, D), inputs_kv (B, K, DKV), mask (B, H, Q, K) per head, valid_lens (B,)."""
+  rng = np.random.default_rng(seed)
+  inputs_q = jnp.asarray(rng.normal(size=(B, Q, D)), jnp.float32)
+  inputs_kv = jnp.asarray(rng.normal(size=(B, K, DKV)), jnp.float32)
+  mask = rng.random((B, GQA_H, Q, K)) < 0.7
+  mask[1, 4, 2] = False  # one query of one head with nothing to attend to
+  return inputs_q, inputs_kv, jnp.asarray(mask), jnp.array([7, 4, 2])
+
+
+@pytest.mark.parametrize("kv_heads", [2, 3])
+@pytest.mark.parametrize("score, implementation", [
+    ("dot", "vmap"), ("scaled_dot", "vmap"), ("additive", "vmap"), ("bilinear", "vmap"),
+    ("concat", "vmap"), ("scaled_dot", "fused")])
+def test_grouped_heads_equal_the_repeated_kv_formula(score, implementation, kv_heads):
+  inputs_q, inputs_kv, mask, valid_lens = _gqa_case(seed=20 + kv_heads)
+  mha = zoo.MultiHeadAttention(num_heads=GQA_H, qkv_features=GQA_H * GQA_DH, out_features=D_OUT,
+                               score=score, implementation=implementation, num_kv_heads=kv_heads)
+  params = random_variables(mha, inputs_q, inputs_kv)["params"]
+  assert params["key"]["kernel"].shape == (DKV, kv_heads, GQA_DH)
+  # Score parameters stay per query head, as without groups.
+  assert all(leaf.shape[0] == GQA_H for leaf in jax.tree.leaves(params.get("score", {})))
+  fused = implementation == "fused"
+  result = jax.jit(lambda p: mha.apply({"params": p}, inputs_q, inputs_kv, mask=mask,
+                                       valid_lens=valid_lens, return_weights=not fused))(params)
+  allowed = np.asarray(mask) & (np.arange(K) < np.asarray(valid_lens)[:, None, None, None])
+  expected_out, expected_weights = _repeated_kv_reference(params, inputs_q, inputs_kv, allowed,
+                                                          score)
+  out, weights = (result, None) if fused else result
+  np.testing.assert_allclose(out, expected_out, rtol=1e-5, atol=1e-5)
+  if not fused:
+    chex.assert_shape(weights, (B, GQA_H, Q, K))
+    np.testing.assert_allclose(weights, expected_weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(weights[1, 4, 2], np.zeros(K))
+
+
+def test_grouped_dropout_drops_what_repeated_kv_heads_drop():
+  inputs_q, inputs_kv, mask, valid_lens = _gqa_case(seed=24)
+  gqa = zoo.MultiHeadAttention(num_heads=GQA_H, qkv_features=GQA_H * GQA_DH, dropout_rate=0.4,
+                               num_kv_heads=3)
+  plain = gqa.clone(num_kv_heads=None)
+  variables = random_variables(gqa, inputs_q, inputs_kv)
+  full = {"params": _repeat_kv_heads(dict(variables["params"]), 2)}
+
+  @jax.jit
+  def both(variables, full):  # one compilation
+    run = lambda mha, v: mha.apply(v, inputs_q, inputs_kv, mask=mask, valid_lens=valid_lens,
+                                   deterministic=False, rngs={"dropout": rbg_key(5)})
+    return run(gqa, variables), run(plain, full), run(gqa.clone(dropout_rate=0.0), variables)
+
+  got, expected, quiet = both(variables, full)
+  np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+  assert not np.allclose(got, quiet)
+
+
+def _all_shapes(jaxpr) -> list[tuple[int, ...]]:
+  """The shapes of every value a jaxpr computes, sub-jaxprs (jit, custom_jvp, scan ...) included."""
+  shapes = []
+  for eqn in jaxpr.eqns:
+    shapes += [tuple(var.aval.shape) for var in eqn.outvars]
+    for param in eqn.params.values():
+      for sub in param if isinstance(param, (tuple, list)) else [param]:
+        sub = getattr(sub, "jaxpr", sub)  # a ClosedJaxpr holds its Jaxpr
+        if hasattr(sub, "eqns"):
+          shapes += _all_shapes(sub)
+  return shapes
+
+
+def _kv_copies(fn, *args, kv_heads: int) -> list[tuple[int, ...]]:
+  """Shapes in fn's jaxpr laid out as (B, K, H, Dh) or (B, K, Hkv, G, Dh), in any axis order:
+  keys or values copied out to the query heads."""
+  copies = [sorted((B, K, GQA_H, GQA_DH)), sorted((B, K, kv_heads, GQA_H // kv_heads, GQA_DH))]
+  return [s for s in _all_shapes(jax.make_jaxpr(fn)(*args).jaxpr) if sorted(s) in copies]
+
+
+@pytest.mark.parametrize("case", ["scaled_dot", "bilinear", "fused", "decode"])
+def test_grouped_heads_never_copy_keys_and_values(case):
+  kv_heads = 2
+  # The check finds the copy the module used to make: it can fail.
+  old_copy = lambda k: jnp.repeat(k, GQA_H // kv_heads, axis=2)  # (B, K, Hkv, Dh) -> (B, K, H, Dh)
+  assert _kv_copies(old_copy, jnp.zeros((B, K, kv_heads, GQA_DH)), kv_heads=kv_heads)
+  inputs_q, inputs_kv, mask, valid_lens = _gqa_case(seed=25)
+  mha = zoo.MultiHeadAttention(num_heads=GQA_H, qkv_features=GQA_H * GQA_DH, num_kv_heads=kv_heads,
+                               score="scaled_dot" if case in ("fused", "decode") else case,
+                               implementation="fused" if case == "fused" else "vmap")
+  if case == "decode":
+    x = jnp.asarray(np.random.default_rng(26).normal(size=(B, K, D)), jnp.float32)
+    variables = random_variables(mha, x, decode=True)  # a cache of K positions
+    apply = lambda v: mha.apply(v, x[:, :1], valid_lens=valid_lens, decode=True,
+                                mutable=["cache"])
+  else:
+    variables = random_variables(mha, inputs_q, inputs_kv)
+    apply = lambda v: mha.apply(v, inputs_q, inputs_kv, mask=mask, valid_lens=valid_lens,
+                                return_weights=case != "fused")
+  assert _kv_copies(apply, variables, kv_heads=kv_heads) == []
+
+
 def _reference_with_score(params, inputs_q, inputs_kv, mask, head_score):
   """Multi-head attention written head by head with einsum; head_score(h, q, k) -> (B, Q, K)."""
   p = params

@@ -50,9 +50,9 @@ def test_sinusoidal_encoding_traced_offset_and_bad_arguments():
     np.testing.assert_allclose(step(jnp.int32(t))[0], full[t], atol=1e-6)
   mapped = jax.vmap(lambda t: zoo.sinusoidal_encoding(2, D, offset=t))(jnp.arange(3))  # (3, 2, D)
   np.testing.assert_allclose(mapped[:, 1], full[1:4], atol=1e-6)
-  with pytest.raises(ValueError, match="dim: expected a positive int, got 0"):
+  with pytest.raises(ValueError, match="dim must be an integer >= 1, got 0"):
     zoo.sinusoidal_encoding(3, 0)
-  with pytest.raises(ValueError, match="length: expected a non-negative int, got 2.5"):
+  with pytest.raises(ValueError, match="length must be an integer >= 0, got 2.5"):
     zoo.sinusoidal_encoding(2.5, 4)
 
 

@@ -202,6 +202,15 @@ def test_reverse_valid_is_an_involution_within_lengths():
   np.testing.assert_array_equal(recurrent.reverse_valid(rev, LENGTHS), x)
 
 
+def test_directions_first_splits_the_side_by_side_halves():
+  state = np.arange(B * 2 * H, dtype=np.float32).reshape(B, 2 * H)  # forward | backward
+  split = recurrent.directions_first(jnp.asarray(state), 2)
+  chex.assert_shape(split, (2, B, H))
+  np.testing.assert_array_equal(split[0], state[:, :H])
+  np.testing.assert_array_equal(split[1], state[:, H:])
+  np.testing.assert_array_equal(recurrent.directions_first(jnp.asarray(state), 1)[0], state)
+
+
 def test_bad_arguments_raise_naming_them(bilstm):
   model, variables, x, _ = bilstm
   with pytest.raises(ValueError, match="lengths and x disagree"):

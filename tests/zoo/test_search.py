@@ -418,10 +418,11 @@ def _growing_step(state, tokens):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"beam_size": 0}, "beam_size must be a positive Python int, got 0"),
-    ({"beam_size": 2.0}, "beam_size must be a positive Python int"),
-    ({"max_len": 0}, "max_len must be a positive Python int, got 0"),
-    ({"bos_id": -1}, "bos_id must be a non-negative"),
+    ({"beam_size": 0}, "beam_size must be an integer >= 1, got 0"),
+    ({"beam_size": 2.0}, "beam_size must be an integer >= 1, got 2.0"),
+    ({"beam_size": True}, "beam_size must be an integer >= 1, got True"),
+    ({"max_len": 0}, "max_len must be an integer >= 1, got 0"),
+    ({"bos_id": -1}, "bos_id must be an integer >= 0, got -1"),
     ({"eos_id": V}, r"eos_id = 5 is not a token of the vocabulary of size V = 5"),
     ({"exact_lens": jnp.array([1, 6, 2])}, r"exact_lens must lie in \[0, 5\]"),
     ({"exact_lens": jnp.array([1.0, 2.0, 3.0])}, "exact_lens: expected an integer array"),

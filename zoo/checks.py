@@ -1,10 +1,14 @@
-"""Argument checks for public entry points.
+"""Argument checks for public entry points: every zoo module uses them, and so may callers.
 
-Every check runs on static shapes and dtypes, so it costs nothing under `jax.jit` (it runs once, at
-trace time). Failures are `ValueError`s that name the argument and show what arrived, because a chex
-`AssertionError` deep in a traceback does not tell a user which of their arrays was wrong.
-Value checks (for example lengths that exceed the sequence) only run on concrete arrays: inside jit
-the values are not known, and the documented clipping semantics apply instead.
+Each function checks one property of one argument and returns None, or raises a `ValueError` that
+names the argument and shows what arrived, e.g. `checks.rank(tokens, 2, "tokens")` on an int32
+array of shape (3,) raises "tokens: expected an array of rank 2, got shape (3,) and dtype int32".
+A chex `AssertionError` deep in a traceback would not tell a user which of their arrays was wrong.
+
+The array checks read static shapes and dtypes only, so they cost nothing under `jax.jit` (they
+run once, at trace time). Value checks (for example lengths that exceed the sequence) only run on
+concrete arrays: inside jit the values are not known, and the documented clipping semantics apply
+instead.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ def rank(x, expected: int | Sequence[int], name: str) -> None:
 
 
 def min_rank(x, minimum: int, name: str) -> None:
+  """Raises ValueError unless `x` has at least `minimum` axes."""
   if np.ndim(x) < minimum:
     raise ValueError(f"{name}: expected an array of rank >= {minimum}, got {_describe(x)}")
 
@@ -49,8 +54,25 @@ def integer(x, name: str) -> None:
 
 
 def boolean(x, name: str) -> None:
+  """Raises ValueError unless `x` is a boolean array (masks: True = may attend)."""
   if jnp.result_type(x) != jnp.bool_:
     raise ValueError(f"{name}: expected a boolean array (True = may attend), got {_describe(x)}")
+
+
+def positive_int(value, name: str, minimum: int = 1) -> None:
+  """Raises ValueError unless `value` is an integer >= `minimum` (sizes, lengths, counts).
+
+  Accepted are a Python int and a numpy integer scalar. A bool is not a count and is rejected, and
+  so is a float even when it is whole (2.0), because these values become static shapes.
+
+  Args:
+    value: the value to check.
+    name: the argument's name, for the message.
+    minimum: the smallest accepted value (1 for sizes, 0 for ids and lengths that may be empty).
+  """
+  is_int = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+  if not is_int or value < minimum:
+    raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def equal_dim(a, a_name: str, a_axis: int, b, b_name: str, b_axis: int) -> None:
