@@ -4,8 +4,11 @@
       Trains a named run; rerunning the same command resumes it. --show-config prints the settings.
   evaluate --workdir DIR [--split test] [--checkpoint best|latest] [--data-dir PATH]
       Evaluates a trained run and prints its metrics as JSON.
-  predict <experiment> INPUT ... [--workdir DIR] [--heatmap PNG] [--beam-size N] [--num-results N]
-      Runs a trained model on the inputs (each experiment's cli.py says what it prints).
+  predict <experiment> [INPUT ...] [--input-file PATH] [--workdir DIR] [--heatmap PNG]
+          [--beam-size N] [--num-results N]
+      Runs a trained model on the inputs: the INPUT arguments, or one per line of --input-file
+      ('-': standard input), or the lines piped into standard input (each experiment's cli.py
+      says what it prints).
   <alias> INPUT ...
       The shorthands experiments declare: `translate` = `predict translation`, `couplet` =
       `predict couplet`, `classify` = `predict sentiment`.
@@ -26,7 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Sequence
+from typing import Sequence, TextIO
 
 from experiments import config as config_lib
 from experiments import registry
@@ -39,7 +42,10 @@ from experiments.console import UsageError
 
 def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
   """The flags every experiment's predict command has (its own come from its cli.py)."""
-  parser.add_argument("inputs", nargs="+", help="texts to run the model on")
+  parser.add_argument("inputs", nargs="*", help="texts to run the model on (none: read them one "
+                      "per line from --input-file or standard input)")
+  parser.add_argument("--input-file", metavar="PATH", help="read the inputs from this UTF-8 file, "
+                      "one per line ('-': standard input)")
   parser.add_argument("--workdir", help="the training run's directory (default: runs/<experiment>-"
                       "<model>)")
   parser.add_argument("--model", help="the model, to find the default --workdir")
@@ -50,6 +56,37 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
                       "(numbered -1, -2, ... for several inputs)")
   parser.add_argument("--beam-size", type=int, help="beam width for decoding experiments")
   parser.add_argument("--num-results", type=int, default=1, help="how many results per input")
+
+
+def read_inputs(args: argparse.Namespace, stdin: TextIO | None = None) -> list[str]:
+  """The inputs of a predict command: its INPUT arguments, or the lines of --input-file, or the
+  lines piped into standard input.
+
+  Raises:
+    UsageError: no inputs at all, inputs from two places, or an empty line (it cannot be run, and
+      dropping it would shift every later output against its input).
+  """
+  stdin = stdin or sys.stdin
+  if args.inputs and args.input_file:
+    raise UsageError("give the inputs either as arguments or with --input-file, not both")
+  if args.inputs:
+    return list(args.inputs)
+  if args.input_file is None and stdin.isatty():
+    raise UsageError("no inputs: give them as arguments, with --input-file PATH, or pipe them "
+                     "into standard input, one per line")
+  name = "standard input" if args.input_file in (None, "-") else args.input_file
+  if name == "standard input":
+    lines = stdin.read().splitlines()
+  else:
+    with open(args.input_file, encoding="utf-8") as f:
+      lines = f.read().splitlines()
+  empty = [i for i, line in enumerate(lines, start=1) if not line.strip()]
+  if empty:
+    raise UsageError(f"line {empty[0]} of {name} is empty ({len(empty)} empty lines in all); "
+                     "every line must hold one input")
+  if not lines:
+    raise UsageError(f"{name} holds no inputs")
+  return lines
 
 
 def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.ArgumentParser:
@@ -144,6 +181,7 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
       console.print(json.dumps(runs.evaluate_run(args.workdir, args.split, args.checkpoint,
                                                  args.data_dir), indent=2))
       return 0
+    args.inputs = read_inputs(args)
     return int(exp.predict(args, console) or 0)
   except UsageError as e:
     console.error(str(e))

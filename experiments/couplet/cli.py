@@ -3,9 +3,10 @@
     python -m experiments couplet "晚风摇树树还挺" [--workdir runs/couplet-lstm] [--num-results 3]
         [--beam-size 10] [--free] [--heatmap attention.png]
 
-For each upper line it prints the best lower line; with --num-results N the N best lines of the
-beam, one per line as "rank<TAB>line<TAB>log-probability" (the beam is widened to N if it is
-smaller). Several upper lines are separated by a blank line. By default every lower line has
+For each upper line it prints the best lower line, one line per upper line in order (so a file of
+upper lines becomes a file of lower lines); with --num-results N the N best lines of the beam, one
+per line as "rank<TAB>line<TAB>log-probability" (the beam is widened to N if it is smaller), and a
+blank line between the upper lines. By default every lower line has
 exactly as many characters as its upper line (the length constraint of zoo.search); --free lets
 the model end the line where it likes. --heatmap saves the attention of the best line over the
 upper line (numbered -1, -2 ... for several upper lines). Unknown characters and saved files are
@@ -37,10 +38,11 @@ def predict(args: argparse.Namespace, console: Console) -> int:
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
   with input_errors():  # an empty or too long upper line
     generations = run.task.generate(run.params, list(args.inputs), num_results=args.num_results,
-                                    beam_size=args.beam_size, constrained=not args.free)
+                                    beam_size=args.beam_size, constrained=not args.free,
+                                    progress=True)
   paths = plots.numbered_paths(args.heatmap, len(generations))
   for i, (generation, path) in enumerate(zip(generations, paths)):
-    if i:
+    if i and args.num_results > 1:
       console.print("")
     if args.num_results == 1:
       console.print(generation.lines[0])

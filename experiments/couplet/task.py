@@ -116,7 +116,7 @@ class CoupletTask(Seq2SeqTask):
   # -- generation ----------------------------------------------------------------------------------
 
   def decode_lines(self, params, sources: Sequence[np.ndarray], *, constrained: bool = True,
-                   beam_size: int | None = None) -> list[Decoded]:
+                   beam_size: int | None = None, progress: bool = False) -> list[Decoded]:
     """Beam search for upper lines given as ids with eos (see Seq2SeqTask.decode).
 
     With `constrained`, every hypothesis has exactly as many characters as its upper line;
@@ -124,7 +124,8 @@ class CoupletTask(Seq2SeqTask):
     """
     d = self.config.data
     return self.decode(params, sources, beam_size=beam_size or d.beam_size,
-                       length_penalty=d.length_penalty, exact_length=constrained)
+                       length_penalty=d.length_penalty, exact_length=constrained,
+                       progress=progress)
 
   def decode_split(self, params, split: str, limit: int | None, *, constrained: bool = True
                    ) -> list[Decoded]:
@@ -183,7 +184,8 @@ class CoupletTask(Seq2SeqTask):
     return self.vocab.decode(ids), ids
 
   def generate(self, params, uppers: Sequence[str], *, num_results: int = 1,
-               beam_size: int | None = None, constrained: bool = True) -> list[Generation]:
+               beam_size: int | None = None, constrained: bool = True,
+               progress: bool = False) -> list[Generation]:
     """The num_results best lower lines of each upper line.
 
     Args:
@@ -192,11 +194,12 @@ class CoupletTask(Seq2SeqTask):
       num_results: how many lines per upper line (at most the beam size).
       beam_size: the beam (None: config.data.beam_size, raised to num_results if smaller).
       constrained: every line exactly as long as its upper line.
+      progress: a progress bar over the decoding batches on standard error.
     """
     beam = max(beam_size or self.config.data.beam_size, num_results)
     encoded = [self.encode_upper(u) for u in uppers]
     decoded = self.decode_lines(params, [ids for _, ids in encoded], constrained=constrained,
-                                beam_size=beam)
+                                beam_size=beam, progress=progress)
     out = []
     for upper, (chars, _), (ids, scores) in zip(uppers, encoded, decoded):
       tokens = [self.vocab.decode(h) for h in ids[:num_results]]

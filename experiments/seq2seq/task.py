@@ -28,11 +28,13 @@ from __future__ import annotations
 import abc
 import functools
 import math
+import sys
 from typing import Any, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import tqdm
 
 from experiments.seq2seq import decoding
 from experiments.seq2seq.loss import sequence_loss
@@ -145,7 +147,8 @@ class Seq2SeqTask(Task):
     return self._decoder
 
   def decode(self, params: Any, sources: Sequence[np.ndarray], *, beam_size: int = 1,
-             length_penalty: float = 0.0, exact_length: bool = False) -> list[Decoded]:
+             length_penalty: float = 0.0, exact_length: bool = False,
+             progress: bool = False) -> list[Decoded]:
     """Greedy (beam_size 1) or beam search for id sequences, in length-sorted batches.
 
     Args:
@@ -155,12 +158,17 @@ class Seq2SeqTask(Task):
       length_penalty: GNMT's alpha for beam search.
       exact_length: every hypothesis has exactly as many tokens as its source without eos
         (zoo.search's length constraint); else it ends where the model puts eos.
+      progress: show a progress bar over the batches on standard error (commands set it; the
+        evaluation during training does not).
 
     Returns:
       Per source, in order: its beam_size hypotheses (target ids without eos) best first, and
       their scores.
     """
     batches = decoding.source_batches(sources, self.source_boundaries, self.decode_batch_size)
+    total = -(-len(sources) // self.decode_batch_size)
+    batches = tqdm.tqdm(batches, total=total, disable=not progress or total < 2, leave=False,
+                        unit="batch", desc="decoding", file=sys.stderr)
 
     def decode_batch(batch):
       src_len = np.asarray(batch["src_len"], np.int32)

@@ -44,7 +44,7 @@ def predict(args: argparse.Namespace, console: Console) -> int:
   with input_errors():  # an input with no words
     translations = task.translate(run.params, list(args.inputs), beam_size=beam,
                                   num_results=num_results, length_penalty=alpha,
-                                  with_attention=bool(args.heatmap))
+                                  with_attention=bool(args.heatmap), progress=True)
   console.note(f"# {task.config.model_name} from {args.workdir} ({args.checkpoint} checkpoint, "
                f"step {run.step}), {search}: translation, {score}, input")
   paths = plots.numbered_paths(args.heatmap, len(translations))

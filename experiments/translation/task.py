@@ -220,14 +220,15 @@ class TranslationTask(Seq2SeqTask):
     return tokens, self.src_vocab.encode(tokens, add_eos=True)
 
   def translate(self, params, texts: Sequence[str], *, beam_size: int = 1, num_results: int = 1,
-                length_penalty: float | None = None,
-                with_attention: bool = False) -> list[Translation]:
-    """Translates each text (greedy for beam_size 1), optionally with the attention weights."""
+                length_penalty: float | None = None, with_attention: bool = False,
+                progress: bool = False) -> list[Translation]:
+    """Translates each text (greedy for beam_size 1), optionally with the attention weights
+    (and a progress bar on standard error over the decoding batches)."""
     if length_penalty is None:
       length_penalty = self.config.data.length_penalty if beam_size > 1 else 0.0
     encoded = [self.encode_source(t) for t in texts]
     decoded = self.decode(params, [np.asarray(ids) for _, ids in encoded], beam_size=beam_size,
-                          length_penalty=length_penalty)
+                          length_penalty=length_penalty, progress=progress)
     out = []
     for text, (tokens, ids), (found, scores) in zip(texts, encoded, decoded):
       best = found[0]

@@ -23,7 +23,7 @@ def _fails(argv, capsys) -> str:
   return capsys.readouterr().err
 
 
-def test_train_stop_resume_evaluate_predict(tmp_path, capsys):
+def test_train_stop_resume_evaluate_predict(tmp_path, capsys, monkeypatch):
   workdir = str(tmp_path / "run")
   train = ["train", "toy", "--workdir", workdir, "--set", "epochs=1", "--set", "log_every=5"]
   # SIGTERM while batch 2 is drawn: a checkpoint is saved and the exit status is 128 + 15.
@@ -50,6 +50,23 @@ def test_train_stop_resume_evaluate_predict(tmp_path, capsys):
   assert os.path.getsize(heatmap) > 1000
   assert main(["toyclassify", "4 5", "--workdir", workdir]) == 0  # the experiment's alias
   assert capsys.readouterr().out.startswith("4 5\t")
+
+  # Inputs one per line from a file or from standard input, outputs in the same order.
+  inputs = tmp_path / "inputs.txt"
+  inputs.write_text("1 2 3\n7\n9 10 11 12\n", encoding="utf-8")
+  assert main(["predict", "toy", "--input-file", str(inputs), "--workdir", workdir]) == 0
+  from_file = capsys.readouterr().out.splitlines()
+  assert [line.split("\t")[0] for line in from_file] == ["1 2 3", "7", "9 10 11 12"]
+  assert from_file[0] == lines[0] and from_file[2] == lines[1]
+  with open(inputs, encoding="utf-8") as stdin:
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert main(["predict", "toy", "--workdir", workdir]) == 0
+  assert capsys.readouterr().out.splitlines() == from_file
+  inputs.write_text("1 2\n\n3\n", encoding="utf-8")
+  assert main(["predict", "toy", "--input-file", str(inputs), "--workdir", workdir]) == 2
+  assert "line 2 of " in capsys.readouterr().err
+  assert main(["predict", "toy", "5", "--input-file", str(inputs), "--workdir", workdir]) == 2
+  assert "not both" in capsys.readouterr().err
 
 
 def test_list_and_show_config(capsys):
