@@ -37,10 +37,10 @@ class CoupletDataConfig:
   Attributes:
     max_len: the widest source and decoder input, eos / bos included (the longest line has 32
       characters: 33 keeps every couplet whole).
-    buckets: padded widths of the batches, ascending, the last == max_len; None: the pipeline's
+    boundaries: padded widths of the batches, ascending, the last == max_len; None: the pipeline's
       (8, 12, 18, 33). Each width is one more compiled step.
     min_freq: characters seen fewer times in train are unknown (2 as the pipeline).
-    max_vocab: keep at most this many characters (None: all with min_freq).
+    max_size: keep at most this many characters (None: all with min_freq).
     prepared_dir: where prepared datasets live (None: $ZOO_DATA_DIR or ~/.cache/attention_zoo).
     beam_size: the beam of every evaluation decode and of the couplet command (the chapter: 10).
     length_penalty: GNMT's alpha (0: rank by log-probability alone; with the length constraint
@@ -51,9 +51,9 @@ class CoupletDataConfig:
     decode_batch_size: upper lines decoded at once (each with beam_size hypotheses).
   """
   max_len: int = 33
-  buckets: tuple[int, ...] | None = None
+  boundaries: tuple[int, ...] | None = None
   min_freq: int = 2
-  max_vocab: int | None = None
+  max_size: int | None = None
   prepared_dir: str | None = None
   beam_size: int = 10
   length_penalty: float = 0.0

@@ -29,8 +29,10 @@ from experiments.config import Config
 from experiments.couplet import metrics
 from experiments.seq2seq.task import Decoded
 from experiments.seq2seq.task import Seq2SeqTask
+from experiments.task import pipeline_options
 from pipelines import text as text_lib
 from pipelines.tasks import CoupletData
+from pipelines.tasks import CoupletOptions
 from pipelines.vocab import Vocab
 
 SAMPLES_FILE = "samples.json"
@@ -84,8 +86,8 @@ class CoupletTask(Seq2SeqTask):
     """The prepared couplet splits (the shipped sample when config.data_dir is None)."""
     d = self.config.data
     return CoupletData.load(source=self.config.data_dir, data_dir=d.prepared_dir,
-                            max_src_len=d.max_len, max_tgt_len=d.max_len, boundaries=d.buckets,
-                            min_freq=d.min_freq, max_size=d.max_vocab)
+                            max_src_len=d.max_len, max_tgt_len=d.max_len,
+                            **pipeline_options(d, CoupletOptions))
 
   def artifacts_from_data(self) -> dict[str, Vocab]:
     return {"vocab": self.data.src_vocab}

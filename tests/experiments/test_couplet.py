@@ -139,11 +139,11 @@ def workdir(tmp_path_factory):
   """A tiny LSTM run on the sample: one bucket of width 10, 4 steps, beam 3."""
   path = str(tmp_path_factory.mktemp("couplet") / "run")
   config = runs.make_config("couplet", "lstm", overrides=[
-      "model.embed_dim=8", "model.hidden_size=12", "model.num_layers=1", "train.num_steps=4",
-      "train.batch_size=16", "train.eval_batch_size=128", "train.log_every=2",
-      "train.progress_bar=false", "data.max_len=10", "data.buckets=10",
-      "data.dev_decode_examples=5", "data.test_decode_examples=0", "data.beam_size=3",
-      "data.decode_batch_size=8"])
+      "--model.embed_dim=8", "--model.hidden_size=12", "--model.num_layers=1", "--train.num_steps=4",
+      "--train.batch_size=16", "--train.eval_batch_size=128", "--train.log_every=2",
+      "--train.progress_bar=False", "--data.max_len=10", "--data.boundaries=10",
+      "--data.dev_decode_examples=5", "--data.test_decode_examples=0", "--data.beam_size=3",
+      "--data.decode_batch_size=8"])
   task = task_lib.CoupletTask(config)
   trainer.train(task, config, path, devices=jax.devices()[:1])  # one device: fewer compiles
   return path
