@@ -229,7 +229,8 @@ def _sentiment(env, texts, **options):
   """SentimentData with the given test reviews, 8 ordinary training reviews, min_freq=1."""
   train = _reviews(["good film", "great film", "fine acting", "good plot"], 1) + _reviews(
       ["bad film", "dull film", "poor acting", "bad plot"], 0)
-  return tasks.SentimentData(train, _reviews(texts), min_freq=1, dev_fraction=0.25, **options)
+  return tasks.SentimentData.from_records(train, _reviews(texts), min_freq=1, dev_fraction=0.25,
+                                          **options)
 
 
 def _write(env, files: dict[str, bytes]) -> str:
