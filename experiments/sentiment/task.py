@@ -97,7 +97,7 @@ class SentimentTask(Task):
       bigrams = self.data.bigram_vocab
       if bigrams is None:
         raise ValueError("config.data.bigrams is set, but the data given to the task were loaded "
-                         "without bigrams (SentimentData(..., bigrams=True))")
+                         "without bigrams (load them with SentimentData.load(..., bigrams=True))")
     return {"vocab": self.data.vocab, "bigram_vocab": bigrams}
 
   @property
