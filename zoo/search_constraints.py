@@ -11,9 +11,9 @@ Three optional per-row constraints, all given for the B rows of a search over T 
 
 At position t of row b the allowed ids are, with L = exact_lens[b] (L = infinity without it):
 
-  t >= L                          {eos}                                   the length wins
-  t < L, forced_tokens[b, t] >= 0 {forced_tokens[b, t]} minus {eos} if L is given   forced wins
-  t < L, otherwise                every id minus the banned ones, minus {eos} if L is given
+  t >= L                            {eos}
+  t < L and forced_tokens[b, t] >= 0  {forced_tokens[b, t]}, without eos if L is given
+  t < L otherwise                     every id but the banned ones, without eos if L is given
 
 So a forced id overrides a ban at its position, and the length overrides both. A position where
 nothing is allowed (a forced eos before exact_lens[b], or a forced id outside the vocabulary) makes
