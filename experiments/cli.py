@@ -5,8 +5,9 @@
       Trains a named run; rerunning the same command resumes it. Any setting of the run's config
       is overridden by its dotted path (`--optimizer.learning_rate=3e-4 --train.num_epochs 4`;
       parsed by tyro, see experiments/config.py). --show-config prints the settings and exits.
-  evaluate --workdir DIR [--split test] [--checkpoint best|latest] [--data-dir PATH]
-      Evaluates a trained run and prints its metrics as JSON.
+  evaluate --workdir DIR [--split test] [--checkpoint best|latest|STEP] [--data-dir PATH]
+      Evaluates a trained run and prints its metrics as JSON (STEP: one of the kept checkpoints,
+      e.g. each epoch's end of a short run).
   predict <experiment> [INPUT ...] [--input-file PATH] [--workdir DIR] [--heatmap PNG]
           [--beam-size N] [--num-results N]
       Runs a trained model on the inputs: the INPUT arguments, or one per line of --input-file
@@ -43,6 +44,13 @@ from experiments.console import Console
 from experiments.console import UsageError
 
 
+def checkpoint_choice(value: str) -> str:
+  """--checkpoint's type: 'best', 'latest' or the step number of a kept checkpoint."""
+  if not runs.is_checkpoint_choice(value):
+    raise argparse.ArgumentTypeError(f"expected best, latest or a step number, got {value!r}")
+  return value
+
+
 def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
   """The flags every experiment's predict command has (its own come from its cli.py)."""
   parser.add_argument("inputs", nargs="*", help="texts to run the model on (none: read them one "
@@ -52,7 +60,8 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--workdir", help="the training run's directory (default: runs/<experiment>-"
                       "<model>)")
   parser.add_argument("--model", help="the model, to find the default --workdir")
-  parser.add_argument("--checkpoint", choices=runs.CHECKPOINT_CHOICES, default="best")
+  parser.add_argument("--checkpoint", type=checkpoint_choice, default="best",
+                      metavar="best|latest|STEP")
   parser.add_argument("--data-dir", help="where the run's data lives, if it moved (read only when "
                       "the run did not save its vocabularies)")
   parser.add_argument("--heatmap", metavar="PNG", help="also save the attention heatmap here "
@@ -116,7 +125,8 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
   evaluate = commands.add_parser("evaluate", help="evaluate a trained run")
   evaluate.add_argument("--workdir", required=True)
   evaluate.add_argument("--split", default="test", choices=("dev", "test"))
-  evaluate.add_argument("--checkpoint", choices=runs.CHECKPOINT_CHOICES, default="best")
+  evaluate.add_argument("--checkpoint", type=checkpoint_choice, default="best",
+                        metavar="best|latest|STEP")
   evaluate.add_argument("--data-dir")
 
   predict = commands.add_parser("predict", help="run a trained model on inputs")

@@ -147,6 +147,10 @@ class Config:
 # Settings renamed since runs were first saved: config.json files written under the old name load
 # under the new one (a renamed field must keep its meaning).
 RENAMED_KEYS = {"data.buckets": "data.boundaries", "data.max_vocab": "data.max_size"}
+# Settings added since: a section's dataclass may name, in a class attribute of this name, the value
+# each added field had in effect before it existed ({'protocol': 'random_dev'}); a config.json
+# without the key loads with that value, not the named run's current default.
+OLD_RUN_VALUES = "OLD_RUN_VALUES"
 
 
 class ConfigError(ValueError):
@@ -267,7 +271,7 @@ def _merged(current, saved: Mapping[str, Any], path: str):
   """`current` (a dataclass) with the saved values applied, through dacite's type checks."""
   if not isinstance(saved, Mapping):
     raise ConfigError(f"{path}: expected a mapping of its fields, got {saved!r}")
-  data = {**dataclasses.asdict(current), **saved}
+  data = {**dataclasses.asdict(current), **getattr(current, OLD_RUN_VALUES, {}), **saved}
   try:
     return dacite.from_dict(type(current), data, config=_DACITE)
   except dacite.UnexpectedDataError as e:
@@ -281,7 +285,9 @@ def _merged(current, saved: Mapping[str, Any], path: str):
 def update_from_dict(cfg: Config, values: Mapping[str, Any]) -> Config:
   """Returns a copy of `cfg` with the entries of `values` (as written by `to_dict`) applied.
 
-  Keys renamed since (RENAMED_KEYS) are read under their current names.
+  Keys renamed since (RENAMED_KEYS) are read under their current names; a key missing from
+  `values` keeps `cfg`'s value, unless its section's dataclass names an old-run value for it
+  (OLD_RUN_VALUES): a run saved before a setting existed ran with that value.
 
   Raises:
     ConfigError: a key `cfg` does not have, or a value of the wrong type (each named by its path).

@@ -101,17 +101,24 @@ def load_config(workdir: str) -> Config:
   return config_lib.update_from_dict(cfg, saved)
 
 
+def is_checkpoint_choice(which: str) -> bool:
+  """Whether `which` names a checkpoint: 'best', 'latest' or a step number ('175')."""
+  return which in CHECKPOINT_CHOICES or (isinstance(which, str) and which.isdigit())
+
+
 def restore_params(task: Task, config: Config, workdir: str, which: str = "best",
                    devices: Sequence[jax.Device] | None = None) -> tuple[Any, int]:
-  """The parameters of a run: its best checkpoint, or its latest ('latest').
+  """The parameters of a run: its best checkpoint, its latest ('latest'), or a step's ('175').
 
-  With which='best' and no best checkpoint, the latest one is used.
+  With which='best' and no best checkpoint, the latest one is used. A step must be one of the
+  kept latest checkpoints (the last `train.keep_checkpoints` saves; one is saved at every epoch's
+  end), e.g. to score each epoch of a short run on test.
 
   Returns:
     (params on the devices, replicated; the step they come from).
   """
-  if which not in CHECKPOINT_CHOICES:
-    raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
+  if not is_checkpoint_choice(which):
+    raise ValueError(f"which must be 'best', 'latest' or a step number, got {which!r}")
   dp = DataParallel(devices)
   tx, _ = make_optimizer(config.optimizer, total_steps=1)  # opt_state shapes need no run length
   abstract = jax.eval_shape(make_init(task, tx), jax.random.key(0), task.example_batch())
@@ -122,6 +129,13 @@ def restore_params(task: Task, config: Config, workdir: str, which: str = "best"
     if which == "best" and ckpts.best_step() is not None:
       params, meta = ckpts.restore_best_params(abstract.params, dp.replicated)
       return params, int(meta["step"])
+    if which.isdigit():
+      kept = ckpts.latest.all_steps()
+      if int(which) not in kept:
+        raise FileNotFoundError(f"no checkpoint of step {int(which)} in {workdir}; the kept steps "
+                                f"are {sorted(kept)}")
+      state, _ = ckpts.restore(abstract, dp.replicated, int(which))
+      return state.params, int(which)
     if ckpts.latest_step() is None:
       raise FileNotFoundError(f"no checkpoint in {workdir}")
     state, _ = ckpts.restore(abstract, dp.replicated)
@@ -140,7 +154,7 @@ class Run:
     step: the step they come from.
     config: the run's Config.
     workdir: the run's directory.
-    checkpoint: 'best' or 'latest', as asked.
+    checkpoint: 'best', 'latest' or a step number, as asked.
   """
   task: Task
   params: Any
@@ -155,7 +169,8 @@ def load_run(workdir: str, checkpoint: str = "best", data_dir: str | None = None
 
   Args:
     workdir: the run's directory (its --workdir).
-    checkpoint: 'best' (the best dev checkpoint, else the latest) or 'latest'.
+    checkpoint: 'best' (the best dev checkpoint, else the latest), 'latest', or the step of a
+      kept checkpoint ('175').
     data_dir: where the run's data lives now, if it moved (only read when an artifact is missing).
   """
   config = load_config(workdir)
@@ -169,7 +184,7 @@ def load_run(workdir: str, checkpoint: str = "best", data_dir: str | None = None
 
 def evaluate_run(workdir: str, split: str = "test", checkpoint: str = "best",
                  data_dir: str | None = None) -> dict[str, Any]:
-  """Evaluates a trained run's best (or latest) parameters on `split` ('dev' or 'test')."""
+  """Evaluates a trained run's best (latest, or a step's) parameters on `split` ('dev' or 'test')."""
   run = load_run(workdir, checkpoint, data_dir)
   metrics = trainer.evaluate(run.task, run.params, split)
   return {"experiment": run.config.experiment, "model": run.config.model_name, "split": split,

@@ -2,18 +2,19 @@
 
     ds = load("fra_eng", "train")                       # the shipped sample, prepared on first use
     ds = load("imdb", "test", source="../shared/data/imdb/aclImdb_v1.tar.gz")   # full data
-    len(ds), ds[0]  ->  {'text': b'...', 'label': 1, 'rating': 9}
+    len(ds), ds[0]  ->  {'text': b'...', 'label': 1, 'rating': 9, 'id': 4821, 'movie': b'tt0453418'}
 
 Names, splits and records (text fields come back as UTF-8 `bytes` from tfds):
-  imdb     train / test / unsupervised   {'text', 'label' (0 neg, 1 pos, -1 unsup), 'rating'}
+  imdb     train / test / unsupervised   {'text', 'label' (0 neg, 1 pos, -1 unsup), 'rating',
+                                         'id', 'movie' (IMDB title id)}
   fra_eng  train / validation / test     {'en', 'fr'}            (split by English sentence)
   couplet  train / validation / test     {'upper', 'lower'}      (split by upper line)
 See pipelines/builders/*.py for each source layout, split rule and what is skipped.
 
 Where things go: prepared datasets live under `data_dir`, by default $ZOO_DATA_DIR or
-~/.cache/attention_zoo, as <data_dir>/<name>/<config>/1.0.0/*.array_record; config 'sample' is the
-shipped slice (used when no source is given), 'full' the whole dataset, so both can sit in one
-data_dir. A full build reads `source` (an archive, an extracted folder, fra.txt, or a folder holding
+~/.cache/attention_zoo, as <data_dir>/<name>/<config>/<version>/*.array_record (imdb 1.1.0, the
+others 1.0.0); config 'sample' is the shipped slice (used when no source is given), 'full' the
+whole dataset, so both can sit in one data_dir. A full build reads `source` (an archive, an extracted folder, fra.txt, or a folder holding
 the canonical archive), else <data_dir>/downloads/manual/<canonical file>, else (only with
 download=True) the canonical URL. Preparing is idempotent: an existing build is reused without
 reading the source again (a source that is named must still exist); `overwrite=True` rebuilds it.

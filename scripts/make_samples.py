@@ -5,7 +5,9 @@
 Each sample keeps its dataset's canonical layout, so the same builder code reads it:
   imdb_sample.tar.gz     aclImdb/README, aclImdb/{train,test}/{pos,neg}/<id>_<rating>.txt,
                          aclImdb/train/unsup/: 1,000 + 1,000 train, 500 + 500 test and 300
-                         unsupervised reviews
+                         unsupervised reviews, and the five URL lists aclImdb/{train,test}/
+                         urls_{pos,neg}.txt, aclImdb/train/urls_unsup.txt whole (line i names the
+                         movie of review i, so the kept reviews keep their movies)
   fra_eng_sample.zip     fra-eng/fra.txt (10,000 pairs) and fra-eng/_about.txt (the attribution)
   couplet_sample.tar.gz  couplet/train/in.txt and out.txt (10,000 couplets)
 Selection is deterministic and unrelated to the split rule of the builders: items are ranked by the
@@ -73,14 +75,17 @@ def keep_lines(keys: list[str], count: int) -> list[int]:
 
 def make_imdb(archive: Path, out: Path) -> str:
   pattern = re.compile(r"^aclImdb/(train/(pos|neg|unsup)|test/(pos|neg))/\d+_\d+\.txt$")
-  files = sources.read_files(archive,
-                             lambda rel: rel == "aclImdb/README" or pattern.match(rel) is not None)
-  chosen = {"aclImdb/README": files["aclImdb/README"]}
+  url_lists = [f"aclImdb/{split}/urls_{kind}.txt"
+               for split, kind in (("train", "pos"), ("train", "neg"), ("train", "unsup"),
+                                   ("test", "pos"), ("test", "neg"))]
+  whole = ["aclImdb/README", *url_lists]
+  files = sources.read_files(archive, lambda rel: rel in whole or pattern.match(rel) is not None)
+  chosen = {rel: files[rel] for rel in whole}
   for folder, count in IMDB_COUNTS.items():
     names = sorted((rel for rel in files if rel.startswith(f"aclImdb/{folder}/")), key=rank)
     chosen.update((rel, files[rel]) for rel in names[:count])
   write_tar_gz(out / sources.CANONICAL["imdb"].sample, chosen)
-  return f"imdb: {len(chosen) - 1} reviews " + ", ".join(f"{f} {n}" for f, n in IMDB_COUNTS.items())
+  return f"imdb: {len(chosen) - len(whole)} reviews " + ", ".join(f"{f} {n}" for f, n in IMDB_COUNTS.items())
 
 
 def make_fra_eng(archive: Path, out: Path) -> str:

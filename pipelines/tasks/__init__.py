@@ -9,8 +9,9 @@ Each task object holds its splits in memory as token ids, its vocabulary (built 
 split only), and a `report` of what happened to every record. The options that shape the ids are
 a small frozen dataclass per task (`SentimentOptions`, `TranslationOptions`, `CoupletOptions`);
 pass them as keyword arguments. The splits are named 'train', 'dev' and 'test' in every task:
-'dev' is the tfds 'validation' split for fra-eng and couplets, and is carved from IMDB's train
-split (which has no validation split).
+'dev' is the tfds 'validation' split for fra-eng and couplets; IMDB has none, and its option
+`protocol` says where 'dev' comes from: a random part of IMDB train ('random_dev'), whole movies
+of IMDB train ('movie_dev'), or half of IMDB test ('test_halves', the nndl chapter's protocol).
 
 Files: `load()` keeps, in the prepared dataset's folder (pipelines.datasets) under tokenized/,
   - the vocabulary as JSON (pipelines.vocab), reloaded identically on the next run; a file built
@@ -50,7 +51,7 @@ Nothing is dropped silently. Per split, `report[split]` counts:
 `report['cache']` the same for the cache of encoded splits.
 
 Modules: common.py (records, splits, vocabularies, reports, the cache: the TaskData base class),
-sentiment.py, seq2seq.py (what translation and couplets share), translation.py, couplet.py; each
+sentiment.py (with holdout.py, the pure functions that choose held-out reviews), seq2seq.py (what translation and couplets share), translation.py, couplet.py; each
 task's options dataclass sits beside its data class.
 """
 

@@ -4,31 +4,46 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 import numpy as np
 
 from pipelines import text as text_lib
 from pipelines.checks import positive_int
+from pipelines.tasks import holdout
 from pipelines.tasks.common import (SPLITS, Records, Split, TaskData, check_boundaries,
                                     encode_truncated, load_or_build_vocab, quarter_boundaries,
                                     read_records, tokenize_records)
 from pipelines.vocab import Vocab
 
 VOCAB_FILE, BIGRAM_VOCAB_FILE = "imdb_vocab.json", "imdb_bigram_vocab.json"
+PROTOCOLS = ("random_dev", "movie_dev", "test_halves")
 
 
 @dataclasses.dataclass(frozen=True)
 class SentimentOptions:
-  """How IMDB reviews become ids.
+  """How IMDB reviews become ids, and which reviews make the train, dev and test splits.
 
   Attributes:
     max_len: reviews longer than this many tokens keep their first `max_len` (counted).
     boundaries: bucket widths, ascending, the last == max_len; None: max_len/4, /2, 3/4, 1.
     min_freq, max_size: vocabulary options (see Vocab.build).
-    dev_fraction: the part of train that becomes 'dev', taken per label so that dev keeps the
-      label balance, by a fixed permutation seeded by `split_seed`. The vocabulary is built from
-      the rest of train only.
+    protocol: where 'dev' comes from (the vocabulary is built from the 'train' split only):
+      'random_dev': `dev_fraction` of IMDB train, taken per label (so dev keeps the label balance)
+        by a permutation of the records' positions seeded by `split_seed`; dev shares its movies
+        with train. The first protocol, kept so that runs made with it find the same split.
+      'movie_dev': about `dev_fraction` of IMDB train, whole movies at a time, so that no movie
+        of dev has a review in train (as no movie of test has); balanced by label as well as the
+        movies allow (holdout.whole_groups, seeded by `split_seed`). Needs each record's 'movie'.
+      'test_halves': the nndl chapter's protocol: all of IMDB train is 'train', and IMDB test is
+        cut into two halves balanced by label (half of each label, drawn by a permutation of the
+        review ids seeded by `split_seed`; on the full data 12,500 reviews each, 6,250 per
+        label), 'dev' and 'test'. Dev is then drawn from the test distribution (other movies than train's, the
+        same movies as test), so choosing by it selects on test-distribution data: the test
+        accuracy it gives is not that of a model chosen blind to the test set. Needs each
+        record's 'id'. `dev_fraction` is not used.
+    dev_fraction: the part of IMDB train that becomes 'dev' ('random_dev', 'movie_dev').
+    split_seed: seeds the choice of the dev reviews (and of the test halves).
     bigrams: also give every word its bigram with the word before it (pipelines.text.word_bigrams)
       as the field 'bigrams', aligned with 'tokens' (same length, position t for word t), with
       its own vocabulary (bigrams seen at least `bigram_min_freq` times in the training part,
@@ -38,6 +53,7 @@ class SentimentOptions:
   boundaries: tuple[int, ...] | None = None
   min_freq: int = 5
   max_size: int | None = None
+  protocol: Literal["random_dev", "movie_dev", "test_halves"] = "random_dev"
   dev_fraction: float = 0.1
   split_seed: int = 0
   bigrams: bool = False
@@ -47,6 +63,8 @@ class SentimentOptions:
   def __post_init__(self):
     positive_int(self.max_len, "max_len")
     positive_int(self.split_seed, "split_seed", minimum=0)
+    if self.protocol not in PROTOCOLS:
+      raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {self.protocol!r}")
     if not 0 < self.dev_fraction < 1:
       raise ValueError(f"dev_fraction must lie in (0, 1), got {self.dev_fraction}")
     object.__setattr__(self, "boundaries", check_boundaries(
@@ -67,13 +85,15 @@ class SentimentData(TaskData):
   @classmethod
   def from_records(cls, train: Records, test: Records, *,
                    vocab_dir: str | os.PathLike | None = None, **options) -> SentimentData:
-    """Encodes IMDB's records; 'dev' is carved from train (see SentimentOptions.dev_fraction).
+    """Encodes IMDB's records into 'train', 'dev' and 'test' (see SentimentOptions.protocol).
 
     Args:
-      train, test: the records of IMDB's train and test splits ({'text', 'label', ...}).
+      train, test: the records of IMDB's train and test splits ({'text', 'label', and for the
+        protocols that need them 'movie' or 'id'}).
       vocab_dir: where the vocabulary files are kept; None: not saved.
       **options: see SentimentOptions (max_len=256, boundaries, min_freq=5, max_size,
-        dev_fraction=0.1, split_seed=0, bigrams=False, bigram_min_freq=3, bigram_max_size).
+        protocol='random_dev', dev_fraction=0.1, split_seed=0, bigrams=False, bigram_min_freq=3,
+        bigram_max_size).
     """
     data = cls(options)
     data._encode_records(read_records(train), read_records(test), vocab_dir)
@@ -82,46 +102,63 @@ class SentimentData(TaskData):
   def _encode_records(self, train: list[Mapping[str, Any]], test: list[Mapping[str, Any]],
                       vocab_dir: str | os.PathLike | None) -> None:
     opts = self.options
-    tokens, labels, counts = {}, {}, {}
-    for split, records in (("train", train), ("test", test)):
-      toks, kept, empty = tokenize_records(records, ["text"], text_lib.imdb_tokenize)
-      tokens[split] = toks["text"]
-      labels[split] = np.array([int(records[i]["label"]) for i in kept], dtype=np.int32)
-      if np.any((labels[split] != 0) & (labels[split] != 1)):
-        raise ValueError(f"imdb {split}: labels must be 0 or 1, got "
-                         f"{sorted(set(labels[split].tolist()))}")
-      counts[split] = {"records": len(records), "skipped_empty": empty}
+    records = {"train": train, "test": test}
+    tokens, labels, kept, counts = {}, {}, {}, {}
+    for source, recs in records.items():
+      toks, kept[source], empty = tokenize_records(recs, ["text"], text_lib.imdb_tokenize)
+      tokens[source] = toks["text"]
+      labels[source] = np.array([int(recs[i]["label"]) for i in kept[source]], dtype=np.int32)
+      if np.any((labels[source] != 0) & (labels[source] != 1)):
+        raise ValueError(f"imdb {source}: labels must be 0 or 1, got "
+                         f"{sorted(set(labels[source].tolist()))}")
+      counts[source] = {"records": len(recs), "skipped_empty": empty}
 
-    # Carve dev from train: the same fraction of each label, by a fixed permutation.
-    rng = np.random.default_rng(opts.split_seed)
-    in_dev = np.zeros(len(labels["train"]), dtype=bool)
-    for label in (0, 1):
-      members = np.flatnonzero(labels["train"] == label)
-      in_dev[rng.permutation(members)[:round(opts.dev_fraction * len(members))]] = True
-    parts = {"train": np.flatnonzero(~in_dev), "dev": np.flatnonzero(in_dev),
-             "test": np.arange(len(labels["test"]))}
-    counts["dev"] = {"records": int(in_dev.sum()), "skipped_empty": 0}
-    counts["train"]["records"] -= counts["dev"]["records"]
+    parts = self._parts(records, kept, labels)
+    dev_source, dev_rows = parts["dev"]
+    counts["dev"] = {"records": len(dev_rows), "skipped_empty": 0, "from": dev_source}
+    counts[dev_source]["records"] -= len(dev_rows)
 
-    self._build_vocabs([tokens["train"][i] for i in parts["train"]], vocab_dir)
+    train_source, train_rows = parts["train"]
+    self._build_vocabs([tokens[train_source][i] for i in train_rows], vocab_dir)
     for split in SPLITS:
-      source = "test" if split == "test" else "train"
-      words = [tokens[source][i] for i in parts[split]]
+      source, rows = parts[split]
+      words = [tokens[source][i] for i in rows]
       ids, truncated = encode_truncated(self.vocab, words, opts.max_len)
       sequences = {"tokens": ids}
       if opts.bigrams:  # from the kept words only, so position t is word t's bigram
         sequences["bigrams"], _ = encode_truncated(
             self.bigram_vocab, [text_lib.word_bigrams(w[:opts.max_len]) for w in words],
             opts.max_len)
-      self.splits[split] = Split(sequences, {"label": labels[source][parts[split]],
+      self.splits[split] = Split(sequences, {"label": labels[source][rows],
                                              "index": np.arange(len(ids), dtype=np.int32)})
       counts[split].update(kept=len(ids), truncated={"tokens": truncated})
       self._finish_report(split, counts[split], {field: field for field in sequences})
 
+  def _parts(self, records: Mapping[str, list[Mapping[str, Any]]],
+             kept: Mapping[str, list[int]], labels: Mapping[str, np.ndarray]
+             ) -> dict[str, tuple[str, np.ndarray]]:
+    """Split -> (the IMDB split its reviews come from, their rows among that split's kept ones)."""
+    opts = self.options
+    everything = {source: np.arange(len(labels[source])) for source in labels}
+    if opts.protocol == "test_halves":
+      ids = _field_values(records["test"], kept["test"], "id", opts.protocol)
+      in_dev = holdout.halves_per_label(labels["test"], np.asarray(ids, np.int64),
+                                        opts.split_seed)
+      return {"train": ("train", everything["train"]), "dev": ("test", np.flatnonzero(in_dev)),
+              "test": ("test", np.flatnonzero(~in_dev))}
+    if opts.protocol == "movie_dev":
+      movies = _field_values(records["train"], kept["train"], "movie", opts.protocol)
+      in_dev = holdout.whole_groups(labels["train"], [_text(m) for m in movies],
+                                    opts.dev_fraction, opts.split_seed)
+    else:
+      in_dev = holdout.per_label_random(labels["train"], opts.dev_fraction, opts.split_seed)
+    return {"train": ("train", np.flatnonzero(~in_dev)), "dev": ("train", np.flatnonzero(in_dev)),
+            "test": ("test", everything["test"])}
+
   def _build_vocabs(self, train_words: list[list[str]], vocab_dir) -> None:
     """The word (and bigram) vocabulary of the training part, loaded or built; into `report`."""
     opts = self.options
-    meta = {"task": "imdb", "train_examples": len(train_words),
+    meta = {"task": "imdb", "train_examples": len(train_words), "protocol": opts.protocol,
             "dev_fraction": opts.dev_fraction, "split_seed": opts.split_seed}
     how = {VOCAB_FILE: (lambda: train_words, opts.min_freq, opts.max_size, "imdb_tokenize"),
            BIGRAM_VOCAB_FILE: (lambda: map(text_lib.word_bigrams, train_words),
@@ -167,3 +204,20 @@ class SentimentData(TaskData):
                      lambda r, folder: cls.from_records(r["train"], r["test"], vocab_dir=folder,
                                                         **options),
                      options)
+
+
+def _text(value: str | bytes) -> str:
+  return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _field_values(records: list[Mapping[str, Any]], kept: list[int], field: str,
+                  protocol: str) -> list[Any]:
+  """records[i][field] for every kept i; a ValueError naming the protocol when one lacks it."""
+  try:
+    return [records[i][field] for i in kept]
+  except KeyError:
+    missing = next(i for i in kept if field not in records[i])
+    raise ValueError(f"protocol {protocol!r} needs the field {field!r} in every record, but "
+                     f"record {missing} has only {sorted(records[missing])}; the imdb builder "
+                     f"(pipelines.datasets, version 1.1.0 on) keeps it, or use "
+                     f"protocol='random_dev'") from None

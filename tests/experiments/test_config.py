@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import jax
 import jax.numpy as jnp
@@ -156,3 +156,19 @@ def test_saved_configs_load_under_renamed_keys():
   assert config_lib.with_current_names(old) == {"data": {"boundaries": [8, 16], "max_size": 300},
                                                 "train": {"batch_size": 7}}
   assert old["data"] == {"buckets": [8, 16], "max_vocab": 300}  # the argument is not changed
+
+
+def test_saved_configs_without_an_added_key_load_with_its_old_run_value():
+  @dataclasses.dataclass
+  class Data:
+    OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {"protocol": "before"}
+    protocol: str = "now"
+    max_len: int = 9
+
+  cfg = Config(experiment="x", model_name="m", data=Data(), model=_Model())
+  assert config_lib.update_from_dict(cfg, {"data": {"max_len": 5}}).data == Data("before", 5)
+  assert config_lib.update_from_dict(cfg, {"data": {"protocol": "now"}}).data == Data("now", 9)
+  assert config_lib.update_from_dict(cfg, config_lib.to_dict(cfg)) == cfg
+  # Only the section that names it; a config.json without the section keeps the named run's.
+  assert config_lib.update_from_dict(cfg, {"model": {"width": 7}}).data == Data("now", 9)
+  assert config_lib.override(cfg, ["--data.max_len=3"]).data == Data("now", 3)

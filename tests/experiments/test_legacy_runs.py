@@ -1,7 +1,8 @@
 """Runs saved by the code before the experiments/ redesign load and predict the same today.
 
 tests/fixtures/legacy_runs holds nine tiny runs written by commit 7347528 (their config.json files
-use the settings' old names, `data.buckets` and `data.max_vocab`) with what `predict` printed then.
+use the settings' old names, `data.buckets` and `data.max_vocab`, and have no `data.protocol`,
+which load as 'random_dev', the dev split they were trained with) with what `predict` printed then.
 Today's commands print the same result lines on stdout; what changed is where the notes go (the '#'
 header and the unknown-word notes now go to stderr) and the couplet command's layout (no blank line
 between the lower lines of two upper lines).
@@ -52,6 +53,9 @@ def test_legacy_run_predicts_what_it_printed(name, tmp_path):
   if saved["experiment"] in ("translation", "couplet"):
     assert "max_vocab" in saved["data"] and "buckets" in saved["data"]
     assert runs.load_config(str(workdir)).data.max_size == saved["data"]["max_vocab"]
+  else:  # written before data.protocol existed: their dev split was the random one
+    assert "protocol" not in saved["data"]
+    assert runs.load_config(str(workdir)).data.protocol == "random_dev"
   console = ListConsole()
   assert cli.main([*INPUTS[saved["experiment"]], "--workdir", str(workdir)], console) == 0
   with open(workdir / "predict_stdout.txt", encoding="utf-8") as f:

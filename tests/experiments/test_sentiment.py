@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 
 from experiments import cli
 from experiments import config as config_lib
+from experiments import metrics_log
 from experiments import plots
 from experiments import runs
 from experiments import steps
@@ -58,7 +61,12 @@ def _small_config(name: str, extra=()) -> config_lib.Config:
   return config_lib.override(cfg, wanted + ["--data.bigrams=False"] + list(extra))
 
 
-@pytest.mark.parametrize("name", sorted(configs.CONFIGS))
+# The *_nndl runs are four of these models under another data protocol (checked below).
+MODEL_RUNS = sorted(name for name in configs.CONFIGS if not name.endswith("_nndl"))
+NNDL_RUNS = sorted(name for name in configs.CONFIGS if name.endswith("_nndl"))
+
+
+@pytest.mark.parametrize("name", MODEL_RUNS)
 def test_every_model_runs_and_trains(name, sample, small_batch):
   """Shapes, per-word weights, padding invariance, and a few steps that change every parameter
   (the default model, with a larger learning rate, must also lower its loss at every step)."""
@@ -137,6 +145,37 @@ def test_train_then_predict_prints_label_and_word_weights(tmp_path, capsys, samp
   assert [r[0] for r in rows] == text.lower().split()
   assert sum(float(r[1]) for r in rows) == pytest.approx(1.0, abs=5e-4)
   assert heatmap.exists() and heatmap.stat().st_size > 0
+
+
+def test_nndl_runs_are_the_seed_models_under_the_chapters_protocol():
+  assert NNDL_RUNS == ["bilstm_attn_additive_nndl", "bilstm_attn_dot_nndl", "bilstm_mean_nndl",
+                       "bilstm_mha_nndl"]
+  for name in NNDL_RUNS:
+    cfg, base = configs.CONFIGS[name](), configs.CONFIGS[name.removesuffix("_nndl")]()
+    assert cfg.model == base.model and cfg.optimizer == base.optimizer, name
+    assert base.data.protocol == "movie_dev" and base.train.eval_every is None, name
+    assert cfg.data == dataclasses.replace(base.data, protocol="test_halves"), name
+    assert cfg.train == dataclasses.replace(base.train, eval_every=10), name
+    assert cfg.train.best_metric == "dev/accuracy" and cfg.train.best_mode == "max"
+    doc = configs.CONFIGS[name].__doc__  # the commands of the three seeds
+    assert f"--model {name}" in doc and "for seed in 0 1 2" in doc
+    assert f"{name}-seed$seed" in doc and "--train.seed $seed" in doc
+
+
+def test_nndl_run_trains_on_all_of_train_and_picks_by_dev_every_10_steps(tmp_path):
+  cfg = _small_config("bilstm_attn_dot_nndl", [
+      "--data.max_len=32", "--data.boundaries=32", "--data.prepared_dir", str(tmp_path / "data"),
+      "--train.num_steps=20", "--train.batch_size=16", "--train.progress_bar=False"])
+  task = SentimentTask(cfg)
+  # The sample's 2,000 training reviews all train; its 1,000 test reviews are halved by label.
+  assert [task.data.num_examples(s) for s in ("train", "dev", "test")] == [2000, 500, 500]
+  assert task.data.splits["dev"].scalars["label"].sum() == 250
+  result = trainer.train(task, cfg, str(tmp_path / "run"))
+  dev_steps = [r["step"] for r in metrics_log.read_metrics(
+      str(tmp_path / "run" / metrics_log.METRICS_FILE)) if r["split"] == "dev"]
+  assert dev_steps == [10, 20]
+  assert result.results["best"]["step"] in (10, 20) and result.results["test_params"] == "best"
+  assert runs.load_config(str(tmp_path / "run")).data.protocol == "test_halves"
 
 
 def test_heatmap_paths_are_numbered_for_several_texts():

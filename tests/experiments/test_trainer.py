@@ -87,6 +87,14 @@ def test_outputs_of_a_finished_run(finished):
   # The best parameters come back and evaluate to the recorded test metrics.
   again = runs.evaluate_run(str(workdir), "test", "best")
   assert again["metrics"] == pytest.approx(results["test"], rel=1e-6)
+  # A kept checkpoint by its step: the last one's dev metrics are those logged at step 10.
+  last = runs.evaluate_run(str(workdir), "dev", "10")
+  assert last["step"] == 10 and last["checkpoint"] == "10"
+  dev_10 = next(r for r in records if r["split"] == "dev" and r["step"] == 10)
+  assert last["metrics"] == pytest.approx({k: dev_10[k] for k in last["metrics"]}, rel=1e-6)
+  with pytest.raises(FileNotFoundError, match=r"no checkpoint of step 5 in .*; the kept steps are "
+                                              r"\[9, 10\]"):
+    runs.evaluate_run(str(workdir), "test", "5")
 
 
 def test_nan_loss_stops_naming_the_step_and_keeps_the_good_checkpoint(tmp_path):

@@ -49,7 +49,7 @@ def test_sample_counts_and_reports(prepared_samples):
   assert sum(reports["couplet"].splits.values()) == 10_000
   for name, report in reports.items():
     assert report.config == "sample" and report.built and report.skipped == {}, name
-    assert report.path.endswith(f"{name}/sample/1.0.0")
+    assert report.path.endswith(f"{name}/sample/{'1.1.0' if name == 'imdb' else '1.0.0'}")
     assert "  skipped 0" in report.lines()
   # About 90/5/5 (fra-eng, by English sentence) and 90/5/5 (couplet sample, by upper line).
   for name in ("fra_eng", "couplet"):
@@ -64,22 +64,33 @@ def test_imdb_records_match_the_archive(prepared_samples):
   data_dir, _ = prepared_samples
   folders = {"train/neg": ("train", 0), "train/pos": ("train", 1), "test/neg": ("test", 0),
              "test/pos": ("test", 1), "train/unsup": ("unsupervised", -1)}
+  files = _tar_files("imdb")
   expected = collections.defaultdict(collections.Counter)
-  for path, data in _tar_files("imdb").items():
-    match = re.fullmatch(r"aclImdb/(\w+/\w+)/\d+_(\d+)\.txt", path)
+  for path, data in files.items():
+    match = re.fullmatch(r"aclImdb/(\w+)/(\w+)/(\d+)_(\d+)\.txt", path)
     if match:
-      split, label = folders[match[1]]
-      expected[split][(data.decode(), label, int(match[2]))] += 1
+      split, label = folders[f"{match[1]}/{match[2]}"]
+      # Line i of the URL list beside the folder is review i's movie page.
+      url = files[f"aclImdb/{match[1]}/urls_{match[2]}.txt"].decode().split("\n")[int(match[3])]
+      movie = url.removeprefix("http://www.imdb.com/title/").removesuffix("/usercomments")
+      expected[split][(data.decode(), label, int(match[4]), int(match[3]), movie)] += 1
   for split in datasets.SPLITS["imdb"]:
     records = _records(data_dir, "imdb", split)
     for record in records:
-      assert set(record) == {"text", "label", "rating"}
-      assert isinstance(record["text"], bytes)
+      assert set(record) == {"text", "label", "rating", "id", "movie"}
+      assert isinstance(record["text"], bytes) and isinstance(record["movie"], bytes)
       assert isinstance(record["label"], int) and isinstance(record["rating"], int)
       allowed = {0: range(1, 5), 1: range(7, 11), -1: range(0, 1)}[record["label"]]
       assert record["rating"] in allowed, record
-    got = collections.Counter((_text(r["text"]), r["label"], r["rating"]) for r in records)
+      assert re.fullmatch(rb"tt\d{7}", record["movie"]), record["movie"]
+    got = collections.Counter((_text(r["text"]), r["label"], r["rating"], r["id"],
+                               _text(r["movie"])) for r in records)
     assert got == expected[split], split
+  # Train and test are of different movies (the dataset's own rule), some with several reviews.
+  movies = {split: collections.Counter(_text(r["movie"]) for r in _records(data_dir, "imdb", split))
+            for split in ("train", "test")}
+  assert not set(movies["train"]) & set(movies["test"])
+  assert max(movies["train"].values()) > 1
   # Balanced sample, raw markup kept.
   labels = collections.Counter(r["label"] for r in _records(data_dir, "imdb", "train"))
   assert labels == {0: 1000, 1: 1000}
@@ -175,9 +186,15 @@ def test_sample_archives_are_small_and_canonical():
   assert total < 4_000_000
   files = _tar_files("imdb")
   assert "aclImdb/README" in files
-  per_folder = collections.Counter(p.rsplit("/", 1)[0] for p in files if p.endswith(".txt"))
+  reviews = [p for p in files if p.endswith(".txt") and "/urls_" not in p]
+  per_folder = collections.Counter(p.rsplit("/", 1)[0] for p in reviews)
   assert per_folder == {"aclImdb/train/pos": 1000, "aclImdb/train/neg": 1000,
                         "aclImdb/test/pos": 500, "aclImdb/test/neg": 500,
                         "aclImdb/train/unsup": 300}
+  # The URL lists are whole, so that line i still names the movie of review i.
+  url_lines = {p: files[p].decode().count("\n") for p in files if "/urls_" in p}
+  assert url_lines == {"aclImdb/train/urls_pos.txt": 12_500, "aclImdb/train/urls_neg.txt": 12_500,
+                       "aclImdb/test/urls_pos.txt": 12_500, "aclImdb/test/urls_neg.txt": 12_500,
+                       "aclImdb/train/urls_unsup.txt": 50_000}
   with tarfile.open(fileobj=io.BytesIO(sources.sample_path("couplet").read_bytes())) as tar:
     assert sorted(tar.getnames()) == ["couplet/train/in.txt", "couplet/train/out.txt"]

@@ -16,9 +16,19 @@ from pipelines.__main__ import main
 from pipelines.builders.couplet import Couplet, CoupletConfig
 from pipelines.sources import SourceError
 
+def _urls(*movies: str) -> bytes:
+  """A URL list: line i names the movie of review i."""
+  return "".join(f"http://www.imdb.com/title/{m}/usercomments\n" for m in movies).encode()
+
+
 IMDB = {
     "aclImdb/README": b"about",
-    "aclImdb/train/urls_pos.txt": b"http://x",  # not a review: ignored
+    "aclImdb/train/urls_pos.txt": _urls(*[f"tt00000{i:02d}" for i in range(13)]),
+    "aclImdb/train/urls_neg.txt": _urls(*[f"tt00001{i:02d}" for i in range(8)]),
+    "aclImdb/test/urls_pos.txt": _urls("tt0000200", "tt0000201"),
+    "aclImdb/test/urls_neg.txt": _urls("tt0000300", "tt0000301", "tt0000302", "tt0000303",
+                                       "tt0000304", "tt0000305"),
+    "aclImdb/train/urls_unsup.txt": _urls("tt9", "tt9", "tt9", "tt9", "tt0000400"),
     "aclImdb/train/pos/12_9.txt": b"Great<br />film.",
     "aclImdb/train/pos/3_10.txt": "Caf\u00e9 scene, superb.".encode(),
     "aclImdb/train/neg/7_2.txt": b"Dull.",
@@ -76,14 +86,19 @@ def test_imdb_archive_folder_and_zip_read_alike(tmp_path):
   for other_splits, other_tally in results[1:]:
     assert other_splits == splits and other_tally.counts == tally.counts
   assert splits["train"] == [
-      ("train/neg/7_2", {"text": "Dull.", "label": 0, "rating": 2}),
-      ("train/pos/3_10", {"text": "Caf\u00e9 scene, superb.", "label": 1, "rating": 10}),
-      ("train/pos/12_9", {"text": "Great<br />film.", "label": 1, "rating": 9}),
+      ("train/neg/7_2", {"text": "Dull.", "label": 0, "rating": 2, "id": 7,
+                         "movie": "tt0000107"}),
+      ("train/pos/3_10", {"text": "Caf\u00e9 scene, superb.", "label": 1, "rating": 10, "id": 3,
+                          "movie": "tt0000003"}),
+      ("train/pos/12_9", {"text": "Great<br />film.", "label": 1, "rating": 9, "id": 12,
+                          "movie": "tt0000012"}),
   ]
-  assert splits["test"] == [("test/neg/2_1", {"text": "Awful.", "label": 0, "rating": 1}),
-                            ("test/pos/1_7", {"text": "Fine.", "label": 1, "rating": 7})]
+  assert splits["test"] == [
+      ("test/neg/2_1", {"text": "Awful.", "label": 0, "rating": 1, "id": 2, "movie": "tt0000302"}),
+      ("test/pos/1_7", {"text": "Fine.", "label": 1, "rating": 7, "id": 1, "movie": "tt0000201"})]
   assert splits["unsupervised"] == [
-      ("train/unsup/4_0", {"text": "Some film.", "label": -1, "rating": 0})]
+      ("train/unsup/4_0", {"text": "Some film.", "label": -1, "rating": 0, "id": 4,
+                           "movie": "tt0000400"})]
   assert tally.counts == {"empty_text": 1, "unrecognised_file": 1}
   assert tally.examples["empty_text"][0].endswith("tiny.tar.gz:aclImdb/test/neg/5_3.txt")
 
@@ -95,6 +110,13 @@ def test_imdb_archive_folder_and_zip_read_alike(tmp_path):
     ({"aclImdb/test/pos/1_7.txt": b"Fine.\nReally \xe9tonnant."},
      r"test/pos/1_7.txt: line 2: invalid UTF-8 \(byte 0xe9"),
     ({"copy/train/pos/1_8.txt": b"Again."}, r"several roots \['aclImdb/', 'copy/'\]"),
+    ({"aclImdb/test/urls_neg.txt": None},
+     r"bad.tar.gz: no URL lists \['aclImdb/test/urls_neg.txt'\]; line i of .*names the movie"),
+    ({"aclImdb/train/urls_pos.txt": _urls("tt1", "tt2")},
+     r"aclImdb/train/urls_pos.txt has 2 lines, but .*aclImdb/train/pos/3_10.txt needs line 4"),
+    ({"aclImdb/test/urls_pos.txt": b"http://www.imdb.com/title/tt1/usercomments\nhttp://x\n"},
+     r"aclImdb/test/urls_pos.txt: line 2: expected an IMDB title URL \(http://www.imdb.com/title/"
+     r"tt<digits>/usercomments\) for .*test/pos/1_7.txt, got 'http://x'"),
 ])
 def test_imdb_bad_trees_raise_clear_errors(tmp_path, change, message):
   files = {**IMDB, **change}
