@@ -14,6 +14,13 @@ The command-line overrides are parsed by tyro against the declared field types (
 saved config.json is read back into the dataclasses by dacite (`update_from_dict`). Neither parses a
 value by hand: an unknown field, a value of the wrong type or a choice that is not offered is an
 error that names the field.
+
+Old config.json files keep loading: a setting renamed since is read under its new name
+(RENAMED_KEYS), and a setting added since takes the named run's default, unless the section's
+dataclass says that leaving it out meant something else: its class attribute
+`LEGACY_DEFAULTS = {field: value}` gives the value a saved config without that field had (e.g.
+translation's `data.tokenizer`: runs saved before it existed used 'd2l_words', while new runs
+default to 'sentencepiece').
 """
 
 from __future__ import annotations
@@ -267,7 +274,8 @@ def _merged(current, saved: Mapping[str, Any], path: str):
   """`current` (a dataclass) with the saved values applied, through dacite's type checks."""
   if not isinstance(saved, Mapping):
     raise ConfigError(f"{path}: expected a mapping of its fields, got {saved!r}")
-  data = {**dataclasses.asdict(current), **saved}
+  # A field the saved config lacks: what leaving it out meant (LEGACY_DEFAULTS), else the default.
+  data = {**dataclasses.asdict(current), **getattr(type(current), "LEGACY_DEFAULTS", {}), **saved}
   try:
     return dacite.from_dict(type(current), data, config=_DACITE)
   except dacite.UnexpectedDataError as e:
@@ -281,7 +289,9 @@ def _merged(current, saved: Mapping[str, Any], path: str):
 def update_from_dict(cfg: Config, values: Mapping[str, Any]) -> Config:
   """Returns a copy of `cfg` with the entries of `values` (as written by `to_dict`) applied.
 
-  Keys renamed since (RENAMED_KEYS) are read under their current names.
+  Keys renamed since (RENAMED_KEYS) are read under their current names; a field `values` does
+  not name keeps `cfg`'s value, or its section's LEGACY_DEFAULTS entry where it has one (see the
+  module docstring).
 
   Raises:
     ConfigError: a key `cfg` does not have, or a value of the wrong type (each named by its path).

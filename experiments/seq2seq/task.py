@@ -20,7 +20,8 @@ A subclass implements:
                                included), also the most tokens decoding emits;
   source_boundaries            the padded widths of decoding batches;
   decode_batch_size            sources decoded at once;
-and optionally `decode_metric_names(split)` / `decode_metrics(params, split)`.
+and optionally `decode_metric_names(split)` / `decode_metrics(params, split)` and
+`suppressed_ids` (target ids decoding must never emit).
 """
 
 from __future__ import annotations
@@ -92,6 +93,11 @@ class Seq2SeqTask(Task):
   def decode_batch_size(self) -> int:
     """Sources decoded at once."""
 
+  @property
+  def suppressed_ids(self) -> tuple[int, ...]:
+    """Target ids decoding never emits (none by default; see decoding.SearchDecoder)."""
+    return ()
+
   def decode_metric_names(self, split: str) -> tuple[str, ...]:
     """The names `decode_metrics(params, split)` returns."""
     del split
@@ -143,7 +149,7 @@ class Seq2SeqTask(Task):
   @property
   def decoder(self) -> decoding.SearchDecoder:
     if self._decoder is None:
-      self._decoder = decoding.SearchDecoder(self.model)
+      self._decoder = decoding.SearchDecoder(self.model, suppress_ids=self.suppressed_ids)
     return self._decoder
 
   def decode(self, params: Any, sources: Sequence[np.ndarray], *, beam_size: int = 1,

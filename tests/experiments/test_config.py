@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import ClassVar, Literal
 
 import jax
 import jax.numpy as jnp
@@ -156,3 +156,19 @@ def test_saved_configs_load_under_renamed_keys():
   assert config_lib.with_current_names(old) == {"data": {"boundaries": [8, 16], "max_size": 300},
                                                 "train": {"batch_size": 7}}
   assert old["data"] == {"buckets": [8, 16], "max_vocab": 300}  # the argument is not changed
+
+
+def test_saved_configs_without_an_added_setting_mean_what_they_meant_then():
+  @dataclasses.dataclass
+  class Data:
+    tokenizer: str = "subwords"
+    vocab_size: int = 8000
+    LEGACY_DEFAULTS: ClassVar[dict] = {"tokenizer": "words"}
+
+  cfg = Config(experiment="x", model_name="m", data=Data())
+  assert config_lib.update_from_dict(cfg, {"data": {}}).data == Data("words", 8000)
+  assert config_lib.update_from_dict(cfg, {"train": {"seed": 3}}).data == Data("subwords", 8000)
+  assert config_lib.update_from_dict(cfg, {"data": {"tokenizer": "subwords", "vocab_size": 977}}
+                                     ).data == Data("subwords", 977)
+  assert config_lib.update_from_dict(cfg, config_lib.to_dict(cfg)).data == cfg.data
+  assert "LEGACY_DEFAULTS" not in config_lib.to_dict(cfg)["data"]
