@@ -146,6 +146,38 @@ def sample():
                               max_tgt_len=WIDTH, boundaries=(WIDTH,))
 
 
+def test_scores_equal_sacrebleu_on_real_sample_lines(sample):
+  """Cased, lowercased BLEU and chrF of outputs against the raw French references of the sample's
+  test split, exactly as sacrebleu computes them when called directly."""
+  refs, sources = sample.references("test"), sample.sources("test")
+  multi = next(s for s in sources if sources.count(s) == 3)  # an English sentence, 3 references
+  lines = [i for i, s in enumerate(sources) if s == multi] + [
+      i for i, s in enumerate(sources) if sources.count(s) == 1][:6]
+  refs, sources = [refs[i] for i in lines], [sources[i] for i in lines]
+  assert len(lines) == 9 and any(ref != ref.lower() for ref in refs)
+  # Outputs a model might give: the first reference lowercased, words dropped, one exact.
+  hyps = [refs[0].lower()] * 3 + [refs[3], " ".join(refs[4].split()[:-1]), refs[5].lower(),
+                                    refs[6].upper(), " ".join(refs[7].split()[1:]), refs[8]]
+  scores = metrics.score_translations(hyps, refs, sources)
+  streams = [[refs[0], *refs[3:]], [refs[1]] + [None] * 6, [refs[2]] + [None] * 6]
+  outputs = [hyps[0], *hyps[3:]]  # the 7 distinct sources, each once
+  for name, metric in (("bleu", sacrebleu.BLEU()), ("bleu_lowercase", sacrebleu.BLEU(lowercase=True)),
+                       ("chrf", sacrebleu.CHRF())):
+    assert getattr(scores, name) == metric.corpus_score(outputs, streams).score
+    assert scores.signatures[name] == str(metric.get_signature())
+  assert scores.sources == 7 and scores.bleu < scores.bleu_lowercase
+  version = sacrebleu.__version__
+  assert scores.signatures == {
+      "bleu": f"nrefs:var|case:mixed|eff:no|tok:13a|smooth:exp|version:{version}",
+      "bleu_lowercase": f"nrefs:var|case:lc|eff:no|tok:13a|smooth:exp|version:{version}",
+      "chrf": f"nrefs:var|case:mixed|eff:yes|nc:6|nw:0|space:no|version:{version}"}
+  # One reference per line: sacrebleu's corpus_bleu on the lines as they are.
+  single = metrics.score_translations(hyps, refs)
+  assert single.bleu == sacrebleu.corpus_bleu(hyps, [refs]).score
+  assert single.chrf == sacrebleu.corpus_chrf(hyps, [refs]).score
+  assert single.signatures["bleu"].startswith("nrefs:1|") and single.sources == 9
+
+
 def _overfit_batch(data: TranslationData) -> dict[str, np.ndarray]:
   """B training pairs with different sources that fit the width whole, as one padded batch."""
   train = data.splits["train"].sequences
