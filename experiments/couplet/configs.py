@@ -13,11 +13,12 @@ docs/RESULTS.md, "Chinese couplets". Without --data-dir the shipped sample (9,06
 488 test couplets) is used.
 
 Every run trains with teacher forcing on the masked token cross-entropy, keeps the parameters with
-the best dev loss, and reports dev/test loss and perplexity, plus character BLEU, exact-length
-rate and copy rate of beam-search outputs with the length constraint (names without suffix) and
-without it (suffix '_free'). Then:
+the best dev loss, and reports dev/test loss and perplexity, plus character BLEU (and BLEU-1/2),
+exact-length rate and the form rates (punctuation match, unwanted repetition, repetition pattern,
+copies; metrics.py) of beam-search outputs with the length constraint (names without suffix) and
+without it (suffix '_free'), beside the reference lines' own form rates ('ref_*'). Then:
 
-    python -m experiments couplet "晚风摇树树还挺" --workdir runs/couplet-lstm --beams 3
+    python -m experiments couplet "晚风摇树树还挺" --workdir runs/couplet-lstm --num-results 3
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class CoupletDataConfig:
     length_penalty: GNMT's alpha (0: rank by log-probability alone; with the length constraint
       every hypothesis of a line has the same length, so it changes nothing there).
     dev_decode_examples: dev couplets (the first by index) decoded at each dev evaluation for
-      BLEU, exact-length and copy rates; 0: none; None: all.
+      BLEU, exact-length and form rates; 0: none; None: all.
     test_decode_examples: the same for the final test evaluation.
     decode_batch_size: upper lines decoded at once (each with beam_size hypotheses).
   """
