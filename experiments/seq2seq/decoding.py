@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from pipelines.batching import Batcher
@@ -55,32 +54,20 @@ class SearchDecoder:
     model: an object with `init_decode_state(params, src, src_len, max_len)` and
       `decode_step(params, state, tokens)` (a models.Translator).
     bos_id, eos_id: the special ids (pipelines.vocab's by default).
-    suppress_ids: ids never emitted (e.g. unk, pad and bos for a subword vocabulary, whose
-      training targets never hold them): their logits are set to the lowest finite value, so
-      the scores are log-probabilities over the other tokens.
   """
 
-  def __init__(self, model: Any, *, bos_id: int = BOS_ID, eos_id: int = EOS_ID,
-               suppress_ids: Sequence[int] = ()):
+  def __init__(self, model: Any, *, bos_id: int = BOS_ID, eos_id: int = EOS_ID):
     self.model, self.bos_id, self.eos_id = model, bos_id, eos_id
-    self.suppress_ids = tuple(int(i) for i in suppress_ids)
-    if eos_id in self.suppress_ids:
-      raise ValueError(f"suppress_ids {self.suppress_ids} holds eos_id {eos_id}: decoding could "
-                       "never stop")
     self._compiled: dict[tuple[int, int], Callable] = {}
 
   def _search_fn(self, beam_size: int, max_len: int) -> Callable:
     model, bos_id, eos_id = self.model, self.bos_id, self.eos_id
-    suppress = np.asarray(self.suppress_ids, np.int32)
 
     def search(params, src, src_len, constraints, length_penalty):
       state = model.init_decode_state(params, src, src_len, max_len)
 
       def step(state, tokens):
-        logits, state = model.decode_step(params, state, tokens)  # (N, V)
-        if suppress.size:
-          logits = logits.at[:, suppress].set(jnp.finfo(logits.dtype).min)
-        return logits, state
+        return model.decode_step(params, state, tokens)
 
       if beam_size == 1:
         out = greedy_search(step, state, bos_id=bos_id, eos_id=eos_id, max_len=max_len,

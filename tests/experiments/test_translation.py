@@ -236,25 +236,42 @@ def test_beam_search_on_the_trained_model(overfit):
   task, params, batch, _ = overfit
   sources = [batch["src"][b, :batch["src_len"][b]] for b in range(B)]
   beams = task.decode(params, sources, beam_size=3, length_penalty=0.0)
-  suppressed = np.array(task.suppressed_ids)
-  assert suppressed.tolist() == [PAD_ID, UNK_ID, BOS_ID]  # subword targets never hold them
-
-  @jax.jit
-  def log_probs(*args):
-    logits = task.model.logits(*args)  # (B, T, V)
-    return jax.nn.log_softmax(logits.at[..., suppressed].set(np.finfo(np.float32).min), axis=-1)
-
+  suppressed = set(task.suppressed_ids)
+  assert suppressed == {PAD_ID, UNK_ID, BOS_ID}  # subword targets never hold them
+  log_probs = jax.jit(lambda *args: jax.nn.log_softmax(task.model.logits(*args), axis=-1))
   logp = np.asarray(log_probs(params, batch["src"], batch["src_len"], batch["tgt_in"]))  # (B,T,V)
   for b, ((hyps, scores), target) in enumerate(zip(beams, _targets(batch))):
     assert len(hyps) == 3 and list(hyps[0]) == target
     assert scores[0] >= scores[1] >= scores[2]
     assert len({tuple(h) for h in hyps}) == 3  # three different hypotheses
-    assert not set(suppressed) & {token for h in hyps for token in h}
-    # The best score is the teacher-forced log-probability of the target and eos (over the
-    # tokens decoding may emit).
+    assert not suppressed & {token for h in hyps for token in h}
+    # The best score is the teacher-forced log-probability of the target and eos.
     path = [*target, EOS_ID]
     expected = sum(logp[b, t, token] for t, token in enumerate(path))
     assert scores[0] == pytest.approx(expected, abs=1e-4)
+
+
+def test_decoding_never_emits_unk_pad_or_bos_with_subwords(overfit):
+  task, params, batch, _ = overfit
+  sources = [batch["src"][b, :batch["src_len"][b]] for b in range(B)]
+  # An output bias that makes unk the most likely token at every step.
+  biased = {**params, "output": {**params["output"],
+                                 "bias": params["output"]["bias"].at[UNK_ID].add(1e3)}}
+  raw = task.decoder(biased, batch["src"], batch["src_len"], max_len=WIDTH)  # no ban: all unk
+  assert np.all(raw.tokens[:, 0, :WIDTH - 1] == UNK_ID)
+  for beam in (1, 3):
+    for hyps, scores in task.decode(biased, sources, beam_size=beam):
+      assert not {PAD_ID, UNK_ID, BOS_ID} & {token for h in hyps for token in h}
+      assert all(np.isfinite(scores))
+  # Bans of one's own add to them: the first source may not start with its own first token.
+  first = _targets(batch)[0][0]
+  banned = [np.array([first], np.int32)] + [np.zeros((0,), np.int32)] * (B - 1)
+  (hyps, _), *rest = task.decode(params, sources, banned_tokens=banned)
+  assert hyps[0][0] != first and [h[0] for h, _ in rest] == _targets(batch)[1:]
+  (hyps, _), *_ = task.decode(biased, sources, banned_tokens=banned)
+  assert hyps[0][0] != first and UNK_ID not in hyps[0]
+  with pytest.raises(ValueError, match=r"banned_tokens\[0\]: expected ids of shape"):
+    task.decode(params, sources, banned_tokens=[np.zeros((WIDTH + 1,), np.int32)] * B)
 
 
 def test_attention_rows_are_distributions_over_the_source(overfit):
