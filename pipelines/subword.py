@@ -35,13 +35,13 @@ import io
 import os
 from typing import Any, Callable, Iterable, Sequence
 
-import numpy as np
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
 from pipelines.checks import positive_int
 from pipelines.text import Text, as_text
-from pipelines.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, UNK_ID
+from pipelines.vocab import (BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, UNK_ID,
+                             IdVocab)
 
 SUFFIX = ".model"
 MODEL_TYPE = "unigram"
@@ -68,8 +68,9 @@ def expected_metadata(vocab_size: int) -> dict[str, Any]:
           "normalization": NORMALIZATION}
 
 
-class SubwordVocab:
-  """A SentencePiece model with the interface of pipelines.vocab.Vocab, plus its tokenizer.
+class SubwordVocab(IdVocab):
+  """A SentencePiece model with the interface of pipelines.vocab.Vocab (IdVocab's lookups,
+  encode and decode over its pieces), plus its tokenizer.
 
   Build one with `SubwordVocab.train(texts, vocab_size=...)` from the training split, or read one
   with `SubwordVocab.load(path)`. The constructor takes a serialized model.
@@ -83,7 +84,7 @@ class SubwordVocab:
       raise ValueError(f"the SentencePiece model gives pad, unk, bos and eos the ids {ids}; "
                        f"this project needs {(PAD_ID, UNK_ID, BOS_ID, EOS_ID)} (train it with "
                        "SubwordVocab.train)")
-    self._pieces = [self._sp.id_to_piece(i) for i in range(len(self._sp))]
+    self._itos = [self._sp.id_to_piece(i) for i in range(len(self._sp))]
     spec = sentencepiece_model_pb2.ModelProto.FromString(self._proto)
     trainer, normalizer = spec.trainer_spec, spec.normalizer_spec
     self.metadata = {"tokenizer": "sentencepiece",
@@ -132,10 +133,7 @@ class SubwordVocab:
     """The text of pieces (byte pieces joined back into their characters)."""
     return self._sp.decode_pieces(list(pieces))
 
-  # ---- the Vocab interface
-
-  def __len__(self) -> int:
-    return len(self._pieces)
+  # ---- lookups (encode and decode are IdVocab's)
 
   def __contains__(self, token: str) -> bool:
     return self._sp.piece_to_id(token) != UNK_ID or token == UNK
@@ -144,54 +142,11 @@ class SubwordVocab:
     return isinstance(other, SubwordVocab) and self._proto == other._proto
 
   def __repr__(self) -> str:
-    return f"SubwordVocab(size={len(self)}, first={self._pieces[4:9]})"
-
-  @property
-  def tokens(self) -> list[str]:
-    """Every piece in id order, the special tokens first."""
-    return list(self._pieces)
+    return f"SubwordVocab(size={len(self)}, first={self._itos[4:9]})"
 
   def token_to_id(self, token: str) -> int:
     """The id of a piece, or UNK_ID (1) if it is not one."""
     return self._sp.piece_to_id(token)
-
-  def id_to_token(self, i: int) -> str:
-    if not 0 <= i < len(self._pieces):
-      raise ValueError(f"id {i} is out of range for a vocabulary of size {len(self)}")
-    return self._pieces[i]
-
-  pad_id, unk_id, bos_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
-
-  def encode(self, tokens: Sequence[str], add_bos: bool = False, add_eos: bool = False,
-             as_numpy: bool = False) -> list[int] | np.ndarray:
-    """Ids of pieces (from `tokenize`), as Vocab.encode; a str argument is refused."""
-    if isinstance(tokens, (str, bytes)):
-      raise ValueError(f"tokens: expected a sequence of pieces, got a string {tokens[:40]!r}; "
-                       f"tokenize it first")
-    ids = [self._sp.piece_to_id(piece) for piece in tokens]
-    if add_bos:
-      ids.insert(0, BOS_ID)
-    if add_eos:
-      ids.append(EOS_ID)
-    return np.asarray(ids, dtype=np.int32) if as_numpy else ids
-
-  def decode(self, ids: Iterable[int] | np.ndarray, strip_special: bool = True) -> list[str]:
-    """Pieces of `ids`, as Vocab.decode (stop at eos, leave out pad and bos, unless told not to)."""
-    ids = np.asarray(ids)
-    if ids.ndim != 1:
-      raise ValueError(f"ids: expected a 1-D sequence of ids, got shape {ids.shape}")
-    if ids.size and (ids.min() < 0 or ids.max() >= len(self._pieces)):
-      raise ValueError(f"ids must lie in [0, {len(self._pieces)}) for this vocabulary, got "
-                       f"values from {ids.min()} to {ids.max()}")
-    out = []
-    for i in ids.tolist():
-      if strip_special:
-        if i == EOS_ID:
-          break
-        if i in (PAD_ID, BOS_ID):
-          continue
-      out.append(self._pieces[i])
-    return out
 
   # ---- files
 

@@ -10,8 +10,8 @@ search, scored with sacreBLEU (cased, with its signature) and chrF.
     python -m experiments evaluate --workdir runs/translation-transformer_cpu --pairs pairs.tsv
 
 Named runs: configs.py; the task (data, scores, translating texts): task.py; the scores:
-metrics.py; the commands: cli.py. Models, loss and decoding come from experiments.seq2seq. Importing this package
-registers the experiment 'translation' (command alias 'translate').
+metrics.py; the commands: cli.py. Models, loss and decoding come from experiments.seq2seq.
+Importing this package registers the experiment 'translation' (command alias 'translate').
 """
 
 from experiments import registry

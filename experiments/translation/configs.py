@@ -22,8 +22,8 @@ greedy and beam search, every English sentence once against all of its French tr
 --data-dir the shipped 10,000-pair sample is used. Then:
 
     python -m experiments translate "I won!" --workdir runs/translation-transformer --beam-size 4
-    python -m experiments translate --input-file english.txt --workdir runs/translation-transformer \
-        --beam-size 4 > french.txt
+    python -m experiments translate --input-file english.txt --beam-size 4 \
+        --workdir runs/translation-transformer > french.txt
     python -m experiments evaluate --workdir runs/translation-transformer --pairs pairs.tsv
 """
 

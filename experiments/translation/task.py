@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -32,8 +32,8 @@ from experiments.config import Config
 from experiments.seq2seq.task import Seq2SeqTask
 from experiments.task import pipeline_options
 from experiments.translation import metrics
-from pipelines import text as text_lib
 from pipelines.tasks import AnyVocab
+from pipelines.tasks import FraEngText
 from pipelines.tasks import TranslationData
 from pipelines.tasks import TranslationOptions
 from pipelines.vocab import BOS_ID, PAD_ID, UNK_ID
@@ -143,21 +143,14 @@ class TranslationTask(Seq2SeqTask):
   def tgt_vocab(self) -> AnyVocab:
     return self.artifact("subwords" if self.subwords else "tgt_vocab")
 
-  def tokenize(self, text: str) -> list[str]:
-    """The tokens the model reads for an English text: pieces, or d2l's words."""
-    if self.subwords:
-      return self.src_vocab.tokenize(text)
-    return text_lib.fra_eng_tokenize(text)
-
-  def detokenize(self, tokens: Sequence[str]) -> str:
-    """French text of target tokens: SentencePiece's decoding, or d2l's words joined."""
-    if self.subwords:
-      return self.tgt_vocab.detokenize(tokens)
-    return text_lib.fra_eng_detokenize(tokens)
+  @property
+  def text(self) -> FraEngText:
+    """The run's tokenizer and detokenizer: SentencePiece pieces, or d2l's words."""
+    return FraEngText(self.artifact("subwords") if self.subwords else None)
 
   def target_text(self, ids) -> str:
     """Detokenized text of target ids (stops at eos; pad and bos left out)."""
-    return self.detokenize(self.tgt_vocab.decode(ids))
+    return self.text.detokenize(self.tgt_vocab.decode(ids))
 
   @property
   def suppressed_ids(self) -> tuple[int, ...]:
@@ -252,7 +245,7 @@ class TranslationTask(Seq2SeqTask):
 
   def encode_source(self, text: str) -> tuple[list[str], list[int]]:
     """The tokens the model reads for `text` (cut to max_src_len - 1) and their ids with eos."""
-    tokens = self.tokenize(text)[:self.config.data.max_src_len - 1]
+    tokens = self.text.tokenize(text)[:self.config.data.max_src_len - 1]
     if not tokens:
       raise ValueError(f"the text {text!r} has nothing to translate")
     return tokens, self.src_vocab.encode(tokens, add_eos=True)

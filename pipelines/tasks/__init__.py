@@ -8,9 +8,9 @@
 Each task object holds its splits in memory as token ids, its vocabulary (built from the training
 split only: words counted, or a SentencePiece model trained, see pipelines.subword), and a
 `report` of what happened to every record. fra-eng is tokenized into d2l's words or into
-SentencePiece subwords (`TranslationOptions.tokenizer`, see translation.py). The options that shape the ids are
-a small frozen dataclass per task (`SentimentOptions`, `TranslationOptions`, `CoupletOptions`);
-pass them as keyword arguments. The splits are named 'train', 'dev' and 'test' in every task:
+SentencePiece subwords (`TranslationOptions.tokenizer`, see translation.py). The options that
+shape the ids are a small frozen dataclass per task (`SentimentOptions`, `TranslationOptions`,
+`CoupletOptions`); pass them as keyword arguments. The splits are named 'train', 'dev' and 'test' in every task:
 'dev' is the tfds 'validation' split for fra-eng and couplets, and is carved from IMDB's train
 split (which has no validation split).
 
@@ -64,8 +64,8 @@ from pipelines.tasks.common import (SPLITS, AnyVocab, Records, Split, TaskData, 
 from pipelines.tasks.couplet import CoupletData, CoupletOptions
 from pipelines.tasks.sentiment import SentimentData, SentimentOptions
 from pipelines.tasks.seq2seq import Seq2SeqData, Seq2SeqOptions
-from pipelines.tasks.translation import TranslationData, TranslationOptions
+from pipelines.tasks.translation import FraEngText, TranslationData, TranslationOptions
 
-__all__ = ["SPLITS", "AnyVocab", "CoupletData", "CoupletOptions", "Records", "SentimentData",
-           "SentimentOptions", "Seq2SeqData", "Seq2SeqOptions", "Split", "TaskData",
-           "TranslationData", "TranslationOptions", "read_records", "read_vocab_file"]
+__all__ = ["SPLITS", "AnyVocab", "CoupletData", "CoupletOptions", "FraEngText", "Records",
+           "SentimentData", "SentimentOptions", "Seq2SeqData", "Seq2SeqOptions", "Split",
+           "TaskData", "TranslationData", "TranslationOptions", "read_records", "read_vocab_file"]

@@ -35,6 +35,28 @@ TOKENIZERS = ("sentencepiece", "d2l_words")
 
 
 @dataclasses.dataclass(frozen=True)
+class FraEngText:
+  """fra-eng text to tokens and back, for either tokenizer.
+
+  Attributes:
+    subwords: the joint SentencePiece model; None: d2l's words.
+  """
+  subwords: subword.SubwordVocab | None = None
+
+  def tokenize(self, text: text_lib.Text) -> list[str]:
+    """The tokens of an English or French text (pieces of the joint model, or d2l's words)."""
+    if self.subwords is not None:
+      return self.subwords.tokenize(text)
+    return text_lib.fra_eng_tokenize(text)
+
+  def detokenize(self, tokens: Sequence[str]) -> str:
+    """Text of tokens: SentencePiece's decoding, or d2l's words joined (lowercased)."""
+    if self.subwords is not None:
+      return self.subwords.detokenize(tokens)
+    return text_lib.fra_eng_detokenize(tokens)
+
+
+@dataclasses.dataclass(frozen=True)
 class TranslationOptions(Seq2SeqOptions):
   """How fra-eng pairs become ids: Seq2SeqOptions, and
 
@@ -72,17 +94,16 @@ class TranslationData(Seq2SeqData):
     """Whether the texts are SentencePiece pieces (else d2l's words)."""
     return self.options.tokenizer == "sentencepiece"
 
+  @property
+  def text(self) -> FraEngText:
+    """The tokenizer and detokenizer of these options (once the subword model exists)."""
+    return FraEngText(self.src_vocab if self.subwords else None)
+
   def tokenize(self, text: text_lib.Text) -> list[str]:
-    """The tokens of an English or French text (pieces of the joint model, or d2l's words)."""
-    if self.subwords:
-      return self.src_vocab.tokenize(text)
-    return text_lib.fra_eng_tokenize(text)
+    return self.text.tokenize(text)
 
   def detokenize(self, tokens: Sequence[str]) -> str:
-    """Text of tokens: SentencePiece's decoding, or d2l's words joined (lowercased)."""
-    if self.subwords:
-      return self.tgt_vocab.detokenize(tokens)
-    return text_lib.fra_eng_detokenize(tokens)
+    return self.text.detokenize(tokens)
 
   @property
   def tokenizer_name(self) -> str:

@@ -26,7 +26,8 @@ from pipelines.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 WIDTH = 8  # source and target widths of the tiny runs, in pieces
 PIECES = 1501  # the tiny runs' SentencePiece vocabulary
 B = 5  # sentences in the overfit batch
-TINY = (f"--data.vocab_size={PIECES}", "--model.model_dim=32", "--model.num_heads=2", "--model.ffn_hidden=48",
+TINY = (f"--data.vocab_size={PIECES}", "--model.model_dim=32", "--model.num_heads=2",
+        "--model.ffn_hidden=48",
         "--model.num_encoder_layers=1", "--model.num_decoder_layers=1", "--model.dropout_rate=0.0",
         "--model.label_smoothing=0.0", f"--data.max_src_len={WIDTH}", f"--data.max_tgt_len={WIDTH}",
         f"--data.boundaries={WIDTH}", "--data.decode_batch_size=8", "--data.beam_size=3",
@@ -161,8 +162,9 @@ def test_scores_equal_sacrebleu_on_real_sample_lines(sample):
   scores = metrics.score_translations(hyps, refs, sources)
   streams = [[refs[0], *refs[3:]], [refs[1]] + [None] * 6, [refs[2]] + [None] * 6]
   outputs = [hyps[0], *hyps[3:]]  # the 7 distinct sources, each once
-  for name, metric in (("bleu", sacrebleu.BLEU()), ("bleu_lowercase", sacrebleu.BLEU(lowercase=True)),
-                       ("chrf", sacrebleu.CHRF())):
+  direct = {"bleu": sacrebleu.BLEU(), "bleu_lowercase": sacrebleu.BLEU(lowercase=True),
+            "chrf": sacrebleu.CHRF()}
+  for name, metric in direct.items():
     assert getattr(scores, name) == metric.corpus_score(outputs, streams).score
     assert scores.signatures[name] == str(metric.get_signature())
   assert scores.sources == 7 and scores.bleu < scores.bleu_lowercase

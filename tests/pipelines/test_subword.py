@@ -1,4 +1,4 @@
-"""SentencePiece subwords: trained on the sample's training split, cased text in and out, no <unk>."""
+"""SentencePiece subwords trained on the sample's training split: cased text in and out, no unk."""
 
 from __future__ import annotations
 
