@@ -287,11 +287,14 @@ def test_attention_rows_are_distributions_over_the_source(overfit):
 
 @pytest.fixture(scope="module")
 def workdir(overfit, tmp_path_factory):
-  """A run directory holding the overfit parameters as its best checkpoint."""
+  """A run directory holding the overfit parameters as its best checkpoint and the subword
+  model; its config names data that does not exist, so a command that opened the data fails."""
   task, params, _, _ = overfit
   path = str(tmp_path_factory.mktemp("translation_run"))
+  saved = config_lib.to_dict(task.config)
+  saved["data_dir"] = os.path.join(path, "moved-away", "fra-eng.zip")
   with open(os.path.join(path, trainer.CONFIG_FILE), "w", encoding="utf-8") as f:
-    json.dump(config_lib.to_dict(task.config), f)
+    json.dump(saved, f)
   ckpts = Checkpoints(path, best_metric="dev/bleu", best_mode="max", asynchronous=False)
   ckpts.save_best(1, params, {"dev/bleu": 1.0})
   ckpts.close()
@@ -384,6 +387,20 @@ def test_cli_evaluate_pairs_prints_sacrebleu_with_signatures(overfit, workdir, c
     path.write_text(content, encoding="utf-8")
     assert cli.main(["evaluate", "--workdir", workdir, "--pairs", str(path)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_d2l_words_stay_one_option_away(tmp_path):
+  cfg = config_lib.override(_tiny_config(), ["--data.tokenizer", "d2l_words"])
+  words = TranslationData.load(max_src_len=WIDTH, max_tgt_len=WIDTH, boundaries=(WIDTH,))
+  task = task_lib.TranslationTask(cfg, data=words)
+  assert not task.subwords and task.suppressed_ids == ()  # word targets do hold unk
+  assert task.text.tokenize("I won!") == ["i", "won", "!"]
+  assert task.text.detokenize(["j'ai", "gagné", "!"]) == "j'ai gagné!"
+  assert task.src_vocab is words.src_vocab and task.tgt_vocab is words.tgt_vocab
+  assert len(task.src_vocab) != len(task.tgt_vocab)  # one vocabulary per language
+  written = task.save_artifacts(str(tmp_path))
+  assert sorted(map(os.path.basename, written)) == ["src_vocab.json", "tgt_vocab.json"]
+  assert task.encode_source("Go.")[0] == ["go", "."]
 
 
 def test_extra_eval_and_on_train_end(overfit, tmp_path):
