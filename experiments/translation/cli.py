@@ -14,10 +14,10 @@ only) and where heatmaps were saved are notes on standard error. --heatmap saves
 source-target attention of each best translation as a PNG.
 
 `evaluate --pairs FILE` scores a run on your own English-French pairs: FILE is UTF-8 text, one
-pair a line, `English<TAB>French` (a sentence on several lines has several references). It prints
-JSON: cased sacreBLEU, lowercased BLEU and chrF of the translations (beam search with the run's
-beam and length penalty unless --beam-size says otherwise; 1 is greedy search) with the sacreBLEU
-signature of each.
+pair a line, `English<TAB>French`, no header (a sentence on several lines has several
+references). It prints JSON: cased sacreBLEU, lowercased BLEU and chrF of the translations (beam
+search with the run's beam and length penalty unless --beam-size says otherwise; 1 is greedy
+search) with the sacreBLEU signature of each.
 """
 
 from __future__ import annotations
