@@ -6,8 +6,11 @@
       is overridden by its dotted path (`--optimizer.learning_rate=3e-4 --train.num_epochs 4`;
       parsed by tyro, see experiments/config.py). --show-config prints the settings and exits.
   evaluate --workdir DIR [--split test] [--checkpoint best|latest|STEP] [--data-dir PATH]
-      Evaluates a trained run and prints its metrics as JSON (STEP: one of the kept checkpoints,
-      e.g. each epoch's end of a short run).
+      Evaluates a trained run and prints its metrics (and the signatures of those that have one)
+      as JSON (STEP: one of the kept checkpoints, e.g. each epoch's end of a short run).
+  evaluate --workdir DIR --pairs FILE [--beam-size N] [--checkpoint best|latest|STEP]
+      Scores a trained run on your own examples instead of a split, for the experiments that
+      take them (translation: a TSV of English<TAB>French pairs), and prints the scores as JSON.
   predict <experiment> [INPUT ...] [--input-file PATH] [--workdir DIR] [--heatmap PNG]
           [--beam-size N] [--num-results N]
       Runs a trained model on the inputs: the INPUT arguments, or one per line of --input-file
@@ -128,6 +131,10 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
   evaluate.add_argument("--checkpoint", type=checkpoint_choice, default="best",
                         metavar="best|latest|STEP")
   evaluate.add_argument("--data-dir")
+  evaluate.add_argument("--pairs", metavar="FILE", help="score the run on your own examples "
+                        "instead of a split (translation: English<TAB>French, one pair a line)")
+  evaluate.add_argument("--beam-size", type=int, help="with --pairs: the beam (1: greedy; "
+                        "default: the run's)")
 
   predict = commands.add_parser("predict", help="run a trained model on inputs")
   per_experiment = predict.add_subparsers(dest="experiment", required=True, metavar="experiment")
@@ -154,6 +161,15 @@ def _list(experiments: dict[str, registry.Experiment], console: Console) -> int:
   if not experiments:
     console.print("no experiments registered")
   return 0
+
+
+def _evaluate_pairs(args: argparse.Namespace, console: Console) -> int:
+  """`evaluate --pairs`: hands the run to its experiment's evaluate_pairs."""
+  experiment = registry.get_experiment(runs.load_config(args.workdir).experiment)
+  if experiment.evaluate_pairs is None:
+    raise UsageError(f"the {experiment.name} experiment does not score examples of your own "
+                     "(--pairs); evaluate a split with --split instead")
+  return int(experiment.evaluate_pairs(args, console) or 0)
 
 
 def main(argv: Sequence[str] | None = None, console: Console | None = None) -> int:
@@ -197,6 +213,8 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
     if args.command == "train":
       result = trainer.train(runs.make_task(cfg), cfg, args.workdir or runs.default_workdir(cfg))
       return 0 if result.interrupted is None else 128 + int(result.interrupted)
+    if args.command == "evaluate" and args.pairs is not None:
+      return _evaluate_pairs(args, console)
     if args.command == "evaluate":
       console.print(json.dumps(runs.evaluate_run(args.workdir, args.split, args.checkpoint,
                                                  args.data_dir), indent=2))

@@ -14,6 +14,13 @@ The command-line overrides are parsed by tyro against the declared field types (
 saved config.json is read back into the dataclasses by dacite (`update_from_dict`). Neither parses a
 value by hand: an unknown field, a value of the wrong type or a choice that is not offered is an
 error that names the field.
+
+Old config.json files keep loading: a setting renamed since is read under its new name
+(RENAMED_KEYS), and a setting added since takes the named run's default, unless the section's
+dataclass says that leaving it out meant something else: its class attribute
+`OLD_RUN_VALUES = {field: value}` gives the value a saved config without that field had (e.g.
+translation's `data.tokenizer`: runs saved before it existed used 'd2l_words', while new runs
+default to 'sentencepiece'; sentiment's `data.protocol`: 'random_dev' before, 'movie_dev' now).
 """
 
 from __future__ import annotations
@@ -141,7 +148,6 @@ class Config:
   def storage_dtype(self):
     """The jnp dtype for the parameters (`train.param_dtype`)."""
     return _DTYPES[self.train.param_dtype]
-
 
 
 # Settings renamed since runs were first saved: config.json files written under the old name load

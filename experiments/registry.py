@@ -10,6 +10,7 @@ An experiment is a Python package (or module) that registers one `Experiment` wh
         add_predict_arguments=cli.add_arguments,     # optional: its `predict` command
         predict=cli.predict,
         aliases=("classify",)))                      # optional extra top-level commands
+                                                     # (and evaluate_pairs, see Experiment)
 
 The engine never names an experiment. It finds them
   * among the packages inside `experiments/` (every one that registers an experiment on import),
@@ -49,6 +50,9 @@ class Experiment:
       everything it prints goes through; it returns the exit status.
     add_predict_arguments: optional function adding the experiment's own flags to its predict
       parser.
+    evaluate_pairs: optional `evaluate_pairs(args, console) -> int` for `python -m experiments
+      evaluate --workdir RUN --pairs FILE`: scores a run of this experiment on the user's own
+      examples (args: workdir, pairs, checkpoint, data_dir, beam_size), printing through console.
     aliases: extra top-level commands meaning `predict <name>` ('translate', 'couplet').
     description: one line for --help.
   """
@@ -58,6 +62,7 @@ class Experiment:
   default_model: str
   predict: Callable[[argparse.Namespace, Any], int] | None = None
   add_predict_arguments: Callable[[argparse.ArgumentParser], None] | None = None
+  evaluate_pairs: Callable[[argparse.Namespace, Any], int] | None = None
   aliases: tuple[str, ...] = ()
   description: str = ""
 

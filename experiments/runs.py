@@ -184,8 +184,10 @@ def load_run(workdir: str, checkpoint: str = "best", data_dir: str | None = None
 
 def evaluate_run(workdir: str, split: str = "test", checkpoint: str = "best",
                  data_dir: str | None = None) -> dict[str, Any]:
-  """Evaluates a trained run's best (latest, or a step's) parameters on `split` ('dev' or 'test')."""
+  """Evaluates a trained run's best (latest, or a step's) parameters on `split` ('dev' or 'test'):
+  its metrics, and the signatures of those that have one (Task.metric_signatures)."""
   run = load_run(workdir, checkpoint, data_dir)
   metrics = trainer.evaluate(run.task, run.params, split)
   return {"experiment": run.config.experiment, "model": run.config.model_name, "split": split,
-          "checkpoint": checkpoint, "step": run.step, "metrics": metrics}
+          "checkpoint": checkpoint, "step": run.step, "metrics": metrics,
+          "signatures": run.task.metric_signatures(split)}

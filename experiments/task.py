@@ -19,10 +19,17 @@ Data: a task either returns a prepared dataset from `load_data` (an object with
 `pipelines.tasks.TaskData` has), and the base class does the batching, or overrides
 `train_batches`, `steps_per_epoch` and `eval_batches` itself.
 
-Artifacts: what a trained run needs besides its parameters to predict (vocabularies). A task names
-them in `ARTIFACTS` (name -> file in the run's directory) and returns the ones its data built from
-`artifacts_from_data`; the engine saves them into the workdir before the first step, and
-`runs.load_run` loads them back, so predicting never opens the training data.
+Artifacts: what a trained run needs besides its parameters to predict (vocabularies, subword
+models). A task names them in `ARTIFACTS` (name -> file in the run's directory; a '.model' file is
+a SentencePiece model, anything else a word vocabulary's JSON: pipelines.tasks.read_vocab_file)
+and returns the ones its data built from `artifacts_from_data`; the engine saves them into the
+workdir before the first step, and `runs.load_run` loads them back, so predicting never opens the
+training data.
+
+Signatures: a metric computed by a library whose settings change its value (sacreBLEU's
+tokenization, casing, number of references) is reported with the library's description of how
+it was computed; `metric_signatures(split)` returns them, and the engine writes them into
+results.json beside the figures.
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ from typing import Any, ClassVar, Iterable, Iterator, Mapping, Protocol
 import jax
 
 from experiments.config import Config
-from pipelines.vocab import Vocab
+from pipelines.tasks import AnyVocab
+from pipelines.tasks import read_vocab_file
 
 Batch = Mapping[str, Any]
 """A dict of arrays with leading axis B (see pipelines.tasks); includes 'weight' (B,)."""
@@ -85,10 +93,11 @@ class Task(abc.ABC):
   """
 
   ARTIFACTS: ClassVar[Mapping[str, str]] = {}
-  """Artifact name -> file name in a run's directory (each a pipelines.vocab.Vocab)."""
+  """Artifact name -> file name in a run's directory (a pipelines.vocab.Vocab's JSON, or a
+  pipelines.subword.SubwordVocab's '.model')."""
 
   def __init__(self, config: Config, *, data: Any = None,
-               artifacts: Mapping[str, Vocab] | None = None):
+               artifacts: Mapping[str, AnyVocab] | None = None):
     self.config = config
     self._data = data
     self._artifacts = dict(artifacts or {})
@@ -162,11 +171,11 @@ class Task(abc.ABC):
 
   # -- artifacts -----------------------------------------------------------------------------------
 
-  def artifacts_from_data(self) -> dict[str, Vocab | None]:
+  def artifacts_from_data(self) -> dict[str, AnyVocab | None]:
     """The artifacts as the prepared data builds them (name -> Vocab, None where not used)."""
     return {}
 
-  def artifact(self, name: str) -> Vocab | None:
+  def artifact(self, name: str) -> AnyVocab | None:
     """The artifact `name`: the one given or loaded from a run, else the data's."""
     if name not in self.ARTIFACTS:
       raise ValueError(f"{type(self).__name__} has no artifact {name!r}; its artifacts are "
@@ -192,7 +201,7 @@ class Task(abc.ABC):
     for name, file_name in self.ARTIFACTS.items():
       path = os.path.join(workdir, file_name)
       if os.path.exists(path):
-        self._artifacts[name] = Vocab.load(path)
+        self._artifacts[name] = read_vocab_file(path)
         loaded.append(name)
     return loaded
 
@@ -217,6 +226,12 @@ class Task(abc.ABC):
       name -> value for exactly `extra_metric_names(split)`; the engine adds the split prefix.
     """
     del params, split, metrics
+    return {}
+
+  def metric_signatures(self, split: str) -> dict[str, str]:
+    """Metric name -> how it was computed (e.g. sacreBLEU's signature), for the metrics of the
+    last `extra_eval` on `split` that have one; {} by default."""
+    del split
     return {}
 
   def on_train_end(self, params: Any, workdir: str) -> None:

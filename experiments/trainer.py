@@ -13,8 +13,9 @@
     arrives, a checkpoint is written; after a signal the loop stops cleanly;
   * a NaN or inf loss (or gradient norm) stops training with `NonFiniteLossError` naming the step;
     it is detected before anything after it is saved, so the last checkpoint on disk is good;
-  * at the end the test split is evaluated with the best (or last) parameters, and results.json,
-    config.json and curves.png are written.
+  * at the end the test split is evaluated with the best (or last) parameters, and results.json
+    (with the task's metric signatures beside the figures), config.json and curves.png are
+    written.
 
 An interrupted run restarted with the same command finishes with the same parameters and the same
 metrics.jsonl records (apart from their 'time') as an uninterrupted one, bit for bit on the CPU.
@@ -386,6 +387,8 @@ def _finish(task, config, workdir, state, ckpts, evaluator, dp, logger, last_dev
                  if k not in ("step", "split", "epoch", "time")} if dev_records else {})
   results = {
       "experiment": config.experiment, "model": config.model_name, "test": test, "dev": last_dev,
+      "signatures": {split: signatures for split in ("dev", "test")
+                     if (signatures := task.metric_signatures(split))},
       "best": best, "test_params": chosen, "steps": total, "epochs": total / steps_per_epoch,
       "wall_time_s": round(elapsed, 3), "machine": metrics_log.machine_info(),
       "config": config_lib.to_dict(config), "workdir": workdir,

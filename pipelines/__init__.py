@@ -1,6 +1,7 @@
 """Real-data pipelines: raw archives -> tfds datasets -> token ids -> padded, bucketed batches."""
 
 from pipelines.batching import Batcher, Ragged, TrainIterator
+from pipelines.subword import SubwordVocab
 from pipelines.tasks import (CoupletData, CoupletOptions, SentimentData, SentimentOptions,
                              TranslationData, TranslationOptions)
 from pipelines.text import (couplet_detokenize, couplet_tokenize, fra_eng_detokenize,

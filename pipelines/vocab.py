@@ -10,6 +10,9 @@ exactly.
 Unknown tokens encode to unk. A text made only of unknown tokens encodes to a run of unk ids of the
 same length; it is not an error (the task layer counts such examples in its report).
 
+`IdVocab` holds what every vocabulary shares (lookups, `encode`, `decode`): `Vocab` here, over
+counted words, and pipelines.subword.SubwordVocab, over a SentencePiece model's pieces.
+
 The file format is JSON in UTF-8:
   {"format": "attention-zoo-vocab", "version": 1, "specials": ["<pad>", "<unk>", "<bos>", "<eos>"],
    "tokens": [every token in id order, specials first], "counts": [training count per token, 0 for
@@ -35,7 +38,81 @@ FORMAT = "attention-zoo-vocab"
 VERSION = 1
 
 
-class Vocab:
+class IdVocab:
+  """What every vocabulary shares, word-level (Vocab) or subword (pipelines.subword): the id
+  lookups and `encode` / `decode`, over the tokens in id order (`_itos`, the special tokens
+  first) and a subclass's `token_to_id`."""
+
+  _itos: list[str]
+  pad_id, unk_id, bos_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
+
+  def token_to_id(self, token: str) -> int:
+    raise NotImplementedError(f"{type(self).__name__} does not define token_to_id")
+
+  def __len__(self) -> int:
+    return len(self._itos)
+
+  @property
+  def tokens(self) -> list[str]:
+    """Every token in id order, the special tokens first."""
+    return list(self._itos)
+
+  def id_to_token(self, i: int) -> str:
+    if not 0 <= i < len(self._itos):
+      raise ValueError(f"id {i} is out of range for a vocabulary of size {len(self)}")
+    return self._itos[i]
+
+  def encode(self, tokens: Sequence[str], add_bos: bool = False, add_eos: bool = False,
+             as_numpy: bool = False) -> list[int] | np.ndarray:
+    """Token ids of `tokens`; unknown tokens become UNK_ID.
+
+    Args:
+      tokens: a list of tokens (not a string: a str argument is refused, since iterating it would
+        encode single characters).
+      add_bos: put BOS_ID first.
+      add_eos: put EOS_ID last.
+      as_numpy: return an int32 array (L,) instead of a list.
+    """
+    if isinstance(tokens, (str, bytes)):
+      raise ValueError(f"tokens: expected a sequence of tokens, got a string {tokens[:40]!r}; "
+                       f"tokenize it first")
+    ids = [self.token_to_id(token) for token in tokens]
+    if add_bos:
+      ids.insert(0, BOS_ID)
+    if add_eos:
+      ids.append(EOS_ID)
+    return np.asarray(ids, dtype=np.int32) if as_numpy else ids
+
+  def decode(self, ids: Iterable[int] | np.ndarray, strip_special: bool = True) -> list[str]:
+    """Tokens of `ids`.
+
+    Args:
+      ids: token ids (a list or a 1-D array).
+      strip_special: stop at the first eos and leave out pad and bos, which is what a model's
+        padded output needs. Unknown tokens stay as "<unk>" either way, so that a prediction with
+        unknowns is not scored as if it were clean. False: every id maps to its token.
+
+    Returns:
+      A list of token strings. An id outside [0, len) raises a ValueError.
+    """
+    ids = np.asarray(ids)
+    if ids.ndim != 1:
+      raise ValueError(f"ids: expected a 1-D sequence of ids, got shape {ids.shape}")
+    if ids.size and (ids.min() < 0 or ids.max() >= len(self._itos)):
+      raise ValueError(f"ids must lie in [0, {len(self._itos)}) for this vocabulary, got values "
+                       f"from {ids.min()} to {ids.max()}")
+    out = []
+    for i in ids.tolist():
+      if strip_special:
+        if i == EOS_ID:
+          break
+        if i in (PAD_ID, BOS_ID):
+          continue
+      out.append(self._itos[i])
+    return out
+
+
+class Vocab(IdVocab):
   """Maps tokens to ids and back.
 
   Build one with `Vocab.build(token_lists, min_freq=..., max_size=...)` from the training split, or
@@ -92,9 +169,6 @@ class Vocab:
 
   # ---- lookups
 
-  def __len__(self) -> int:
-    return len(self._itos)
-
   def __contains__(self, token: str) -> bool:
     return token in self._stoi
 
@@ -105,11 +179,6 @@ class Vocab:
   def __repr__(self) -> str:
     return f"Vocab(size={len(self)}, first={self._itos[4:9]})"
 
-  @property
-  def tokens(self) -> list[str]:
-    """Every token in id order, the special tokens first."""
-    return list(self._itos)
-
   def count(self, token: str) -> int:
     """How often `token` occurred in the data the vocabulary was built from (0 if unknown)."""
     i = self._stoi.get(token)
@@ -118,65 +187,6 @@ class Vocab:
   def token_to_id(self, token: str) -> int:
     """The id of `token`, or UNK_ID (1) if it is not in the vocabulary."""
     return self._stoi.get(token, UNK_ID)
-
-  def id_to_token(self, i: int) -> str:
-    if not 0 <= i < len(self._itos):
-      raise ValueError(f"id {i} is out of range for a vocabulary of size {len(self)}")
-    return self._itos[i]
-
-  pad_id, unk_id, bos_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
-
-  # ---- encoding
-
-  def encode(self, tokens: Sequence[str], add_bos: bool = False, add_eos: bool = False,
-             as_numpy: bool = False) -> list[int] | np.ndarray:
-    """Token ids of `tokens`; unknown tokens become UNK_ID.
-
-    Args:
-      tokens: a list of tokens (not a string: a str argument is refused, since iterating it would
-        encode single characters).
-      add_bos: put BOS_ID first.
-      add_eos: put EOS_ID last.
-      as_numpy: return an int32 array (L,) instead of a list.
-    """
-    if isinstance(tokens, (str, bytes)):
-      raise ValueError(f"tokens: expected a sequence of tokens, got a string {tokens[:40]!r}; "
-                       f"tokenize it first")
-    get = self._stoi.get
-    ids = [get(token, UNK_ID) for token in tokens]
-    if add_bos:
-      ids.insert(0, BOS_ID)
-    if add_eos:
-      ids.append(EOS_ID)
-    return np.asarray(ids, dtype=np.int32) if as_numpy else ids
-
-  def decode(self, ids: Iterable[int] | np.ndarray, strip_special: bool = True) -> list[str]:
-    """Tokens of `ids`.
-
-    Args:
-      ids: token ids (a list or a 1-D array).
-      strip_special: stop at the first eos and leave out pad and bos, which is what a model's
-        padded output needs. Unknown tokens stay as "<unk>" either way, so that a prediction with
-        unknowns is not scored as if it were clean. False: every id maps to its token.
-
-    Returns:
-      A list of token strings. An id outside [0, len) raises a ValueError.
-    """
-    ids = np.asarray(ids)
-    if ids.ndim != 1:
-      raise ValueError(f"ids: expected a 1-D sequence of ids, got shape {ids.shape}")
-    if ids.size and (ids.min() < 0 or ids.max() >= len(self._itos)):
-      raise ValueError(f"ids must lie in [0, {len(self._itos)}) for this vocabulary, got values "
-                       f"from {ids.min()} to {ids.max()}")
-    out = []
-    for i in ids.tolist():
-      if strip_special:
-        if i == EOS_ID:
-          break
-        if i in (PAD_ID, BOS_ID):
-          continue
-      out.append(self._itos[i])
-    return out
 
   # ---- files
 

@@ -20,7 +20,8 @@ A subclass implements:
                                included), also the most tokens decoding emits;
   source_boundaries            the padded widths of decoding batches;
   decode_batch_size            sources decoded at once;
-and optionally `decode_metric_names(split)` / `decode_metrics(params, split)`.
+and optionally `decode_metric_names(split)` / `decode_metrics(params, split)` and
+`suppressed_ids` (target ids decoding never emits).
 """
 
 from __future__ import annotations
@@ -91,6 +92,12 @@ class Seq2SeqTask(Task):
   @abc.abstractmethod
   def decode_batch_size(self) -> int:
     """Sources decoded at once."""
+
+  @property
+  def suppressed_ids(self) -> tuple[int, ...]:
+    """Target ids decoding never emits (none by default): `decode` bans them at every position,
+    so the scores stay the model's log-probabilities."""
+    return ()
 
   def decode_metric_names(self, split: str) -> tuple[str, ...]:
     """The names `decode_metrics(params, split)` returns."""
@@ -164,6 +171,7 @@ class Seq2SeqTask(Task):
         forced at each of its first L positions, -1 = free (zoo.search's forced_tokens).
       banned_tokens: None, or per source an int array (L,) or (L, K): target ids forbidden at each
         of its first L positions, -1 = none. A forced id wins over a ban, the length over both.
+        The task's `suppressed_ids` are banned at every position besides.
       progress: show a progress bar over the batches on standard error (commands set it; the
         evaluation during training does not).
 
@@ -178,6 +186,8 @@ class Seq2SeqTask(Task):
       if per_source is not None and len(per_source) != len(sources):
         raise ValueError(f"{name}: expected one array per source ({len(sources)} sources), got "
                          f"{len(per_source)}")
+    if self.suppressed_ids:
+      banned_tokens = self._with_suppressed(banned_tokens, len(sources))
     batches = decoding.source_batches(sources, self.source_boundaries, self.decode_batch_size)
     total = -(-len(sources) // self.decode_batch_size)
     batches = tqdm.tqdm(batches, total=total, disable=not progress or total < 2, leave=False,
@@ -198,6 +208,25 @@ class Seq2SeqTask(Task):
 
     found = decoding.decode_batches(decode_batch, batches)
     return [found[i] for i in range(len(sources))]
+
+  def _with_suppressed(self, banned_tokens: Sequence[np.ndarray] | None,
+                       num_sources: int) -> list[np.ndarray]:
+    """Per source, int (T, K): its banned ids (if any) and the suppressed ids at every position."""
+    width = self.max_target_len
+    never = np.tile(np.asarray(self.suppressed_ids, np.int32), (width, 1))  # (T, K0)
+    if banned_tokens is None:
+      return [never] * num_sources
+    out = []
+    for i, ids in enumerate(banned_tokens):
+      ids = np.asarray(ids, np.int32)
+      ids = ids[:, None] if ids.ndim == 1 else ids  # (L, K)
+      if ids.ndim != 2 or len(ids) > width:
+        raise ValueError(f"banned_tokens[{i}]: expected ids of shape (L,) or (L, K) with "
+                         f"L <= {width} target positions, got shape {ids.shape}")
+      given = np.full((width, ids.shape[1]), -1, np.int32)
+      given[:len(ids)] = ids
+      out.append(np.concatenate([given, never], axis=1))  # (T, K + K0)
+    return out
 
   def attention(self, params: Any, src_ids: Sequence[int], target_ids: Sequence[int]
                 ) -> np.ndarray:

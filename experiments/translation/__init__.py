@@ -1,14 +1,17 @@
-"""The English->French experiment (d2l's fra-eng): a Bahdanau seq2seq and a Transformer, trained
-with teacher forcing, decoded with greedy and beam search, scored with sacreBLEU.
+"""The English->French experiment (d2l's fra-eng): a Bahdanau seq2seq and a Transformer on
+SentencePiece subwords (or d2l's words), trained with teacher forcing, decoded with greedy and beam
+search, scored with sacreBLEU (cased, with its signature) and chrF.
 
     python -m experiments train translation --model transformer_cpu \
         --data-dir ../shared/data/fra-eng/fra-eng.zip --workdir runs/translation-transformer_cpu
-    python -m experiments translate "I won !" --workdir runs/translation-transformer_cpu \
+    python -m experiments translate "I won!" --workdir runs/translation-transformer_cpu \
         --beam-size 4 --heatmap attention.png
+    python -m experiments translate --input-file english.txt --workdir runs/... > french.txt
+    python -m experiments evaluate --workdir runs/translation-transformer_cpu --pairs pairs.tsv
 
-Named runs: configs.py; the task (data, BLEU, translating texts): task.py; BLEU: metrics.py; the
-command: cli.py. Models, loss and decoding come from experiments.seq2seq. Importing this package
-registers the experiment 'translation' (command alias 'translate').
+Named runs: configs.py; the task (data, scores, translating texts): task.py; the scores:
+metrics.py; the commands: cli.py. Models, loss and decoding come from experiments.seq2seq.
+Importing this package registers the experiment 'translation' (command alias 'translate').
 """
 
 from experiments import registry
@@ -20,6 +23,7 @@ from experiments.translation.task import TranslationTask
 
 EXPERIMENT = registry.register(registry.Experiment(
     name="translation", make_task=TranslationTask, configs=CONFIGS, default_model=DEFAULT_MODEL,
-    predict=cli.predict, add_predict_arguments=cli.add_arguments, aliases=("translate",),
+    predict=cli.predict, add_predict_arguments=cli.add_arguments,
+    evaluate_pairs=cli.evaluate_pairs, aliases=("translate",),
     description="English->French: Bahdanau seq2seq / Transformer, greedy and beam search, BLEU"),
     replace=True)

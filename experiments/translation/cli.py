@@ -1,17 +1,29 @@
-"""The `translate` command (`predict translation`): French for English sentences from a trained run.
+"""The translation commands: `translate` (`predict translation`) and `evaluate --pairs`.
 
-    python -m experiments translate "I won !" "Go ." --workdir runs/translation-transformer \
-        [--beam-size 4] [--num-results 3] [--length-penalty 0.6] [--heatmap attention.png]
+    python -m experiments translate "I won!" "Go." --workdir runs/translation-transformer \
+        [--beam-size 4] [--length-penalty 0.6] [--tsv [--num-results 3]] [--heatmap attention.png]
+    python -m experiments translate --input-file english.txt --workdir RUN > french.txt
+    python -m experiments evaluate --workdir RUN --pairs pairs.tsv [--beam-size 4]
 
-prints one line per input: the best translation, its score (the log-probability, length-penalized
-for beam search with a penalty) and the input, tab-separated; with --num-results the other beam
-hypotheses below it. A header line, unknown source words and where heatmaps were saved are notes
-on standard error. --heatmap saves the source-target attention of the best translation as a PNG.
+`translate` writes exactly one line per input, in input order: the best translation. With --tsv
+each line is `translation<TAB>score<TAB>input` (the score: the log-probability, length-penalized
+for beam search with a penalty), and --num-results N writes N such lines per input, best first.
+Inputs come from the arguments, --input-file or standard input, one per line, and are translated
+in batches (a progress bar on standard error). A header line, unknown source words (d2l's words
+only) and where heatmaps were saved are notes on standard error. --heatmap saves the
+source-target attention of each best translation as a PNG.
+
+`evaluate --pairs FILE` scores a run on your own English-French pairs: FILE is UTF-8 text, one
+pair a line, `English<TAB>French`, no header (a sentence on several lines has several
+references). It prints JSON: cased sacreBLEU, lowercased BLEU and chrF of the translations (beam
+search with the run's beam and length penalty unless --beam-size says otherwise; 1 is greedy
+search) with the sacreBLEU signature of each.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 
 from experiments import plots
 from experiments import runs
@@ -24,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   """The translation command's own flags (experiments/cli.py gives --beam-size, --heatmap ...)."""
   parser.add_argument("--length-penalty", type=float, default=None,
                       help="GNMT length penalty alpha for beam search (default: the run's)")
+  parser.add_argument("--tsv", action="store_true",
+                      help="write translation<TAB>score<TAB>input lines (--num-results N: N per "
+                      "input) instead of the translations alone")
 
 
 def predict(args: argparse.Namespace, console: Console) -> int:
@@ -32,6 +47,9 @@ def predict(args: argparse.Namespace, console: Console) -> int:
   if beam < 1 or args.num_results < 1:
     raise UsageError(f"--beam-size and --num-results must be at least 1, got {beam} and "
                      f"{args.num_results}")
+  if args.num_results > 1 and not args.tsv:
+    raise UsageError("--num-results above 1 needs --tsv (without it every input gets exactly "
+                     "one line, its best translation)")
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
   task = run.task
   num_results = min(args.num_results, beam)
@@ -41,22 +59,73 @@ def predict(args: argparse.Namespace, console: Console) -> int:
     alpha = task.config.data.length_penalty if args.length_penalty is None else args.length_penalty
     search = f"beam search, beam {beam}, length penalty {alpha:g}"
   score = "log-probability" if alpha == 0 else "length-penalized log-probability"
-  with input_errors():  # an input with no words
+  with input_errors():  # an input with nothing to translate
     translations = task.translate(run.params, list(args.inputs), beam_size=beam,
                                   num_results=num_results, length_penalty=alpha,
                                   with_attention=bool(args.heatmap), progress=True)
+  columns = f"translation, {score}, input" if args.tsv else "translation"
   console.note(f"# {task.config.model_name} from {args.workdir} ({args.checkpoint} checkpoint, "
-               f"step {run.step}), {search}: translation, {score}, input")
+               f"step {run.step}), {search}: {columns}")
   paths = plots.numbered_paths(args.heatmap, len(translations))
   for translation, path in zip(translations, paths):
-    console.print(f"{translation.text}\t{translation.score:.4f}\t{translation.source}")
-    for rank, (text, value) in enumerate(zip(translation.alternatives[1:],
-                                             translation.alternative_scores[1:]), start=2):
-      console.print(f"  {rank}. {text}\t{value:.4f}")
+    if args.tsv:
+      for text, value in zip(translation.alternatives, translation.alternative_scores):
+        console.print(f"{text}\t{value:.4f}\t{translation.source}")
+    else:
+      console.print(translation.text)
     if translation.unknown_source:
       console.note(f"unknown source words (read as <unk>): "
                    f"{', '.join(translation.unknown_source)}")
     if path is not None:
       task.draw_heatmap(translation, path)
       console.note(f"heatmap saved to {path}")
+  return 0
+
+
+def read_pairs(path: str) -> tuple[list[str], list[str]]:
+  """The (English, French) pairs of a TSV file, one `English<TAB>French` pair a line.
+
+  Raises:
+    UsageError: a line without exactly two tab-separated fields, or with an empty one (naming
+      the line), or a file with no pairs.
+  """
+  try:
+    with open(path, encoding="utf-8") as f:
+      lines = f.read().splitlines()
+  except (OSError, UnicodeDecodeError) as e:
+    raise UsageError(f"cannot read the pairs file {path}: {e}") from None
+  sources, references = [], []
+  for number, line in enumerate(lines, start=1):
+    fields = line.split("\t")
+    if len(fields) != 2:
+      raise UsageError(f"{path}, line {number}: expected English<TAB>French (two fields), got "
+                       f"{len(fields)} field{'s' if len(fields) != 1 else ''}: {line[:60]!r}")
+    if not fields[0].strip() or not fields[1].strip():
+      side = "English" if not fields[0].strip() else "French"
+      raise UsageError(f"{path}, line {number}: the {side} side is empty")
+    sources.append(fields[0])
+    references.append(fields[1])
+  if not sources:
+    raise UsageError(f"{path} holds no pairs")
+  return sources, references
+
+
+def evaluate_pairs(args: argparse.Namespace, console: Console) -> int:
+  """Scores the run in args.workdir on the pairs of args.pairs; prints the scores as JSON."""
+  if args.beam_size is not None and args.beam_size < 1:
+    raise UsageError(f"--beam-size must be at least 1, got {args.beam_size}")
+  sources, references = read_pairs(args.pairs)
+  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
+  d = run.task.config.data
+  beam = d.beam_size if args.beam_size is None else args.beam_size
+  alpha = d.length_penalty if beam > 1 else 0.0
+  with input_errors():
+    scores = run.task.score_pairs(run.params, sources, references, beam_size=beam,
+                                  length_penalty=alpha, progress=True)
+  console.print(json.dumps({
+      "experiment": run.config.experiment, "model": run.config.model_name,
+      "checkpoint": args.checkpoint, "step": run.step, "pairs": args.pairs,
+      "lines": len(sources), "sources": scores.sources, "beam_size": beam,
+      "length_penalty": alpha, "metrics": scores.figures(), "signatures": scores.signatures},
+      indent=2, ensure_ascii=False))
   return 0

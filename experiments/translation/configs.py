@@ -1,30 +1,36 @@
 """The named runs of the English->French experiment: one function per run, returning its Config.
 
-Full-size runs (meant for a GPU; not run in this project so far, see docs/RESULTS.md):
+Every named run reads SentencePiece subwords: one joint English+French model of 8,000 pieces
+trained on the training split (pipelines.tasks.translation), cased raw text in, normal French out,
+no <unk>. d2l's word-level preprocessing stays one option away (`--data.tokenizer d2l_words`:
+lowercased words, vocabularies per language). Full-size runs (meant for a GPU):
 
     python -m experiments train translation --model transformer \
         --data-dir ../shared/data/fra-eng/fra-eng.zip --workdir runs/translation-transformer
     python -m experiments train translation --model bahdanau \
         --data-dir ../shared/data/fra-eng/fra-eng.zip --workdir runs/translation-bahdanau
 
-CPU-sized runs (31 and 16 minutes on one core of a 2-core AMD EPYC; the measured results are in
-docs/RESULTS.md, "English->French translation"): `--model transformer_cpu` / `bahdanau_cpu`.
-They are far too small to reach the goals; they show the pipeline end to end on the full data.
+CPU-sized runs: `--model transformer_cpu` / `bahdanau_cpu`. Not yet measured with subwords; their
+word-level results (the same models and schedules on d2l's words cut to 16 tokens and 6,000-word
+vocabularies) are in docs/RESULTS.md, "English->French translation".
 
 Every run trains with teacher forcing on the masked sequence cross-entropy (label smoothing where
-the model config says so), evaluates dev loss, perplexity and greedy BLEU, keeps the parameters
-with the best dev BLEU, and scores the test split with greedy and beam search (sacreBLEU, one
-reference per line and multi-reference). Without --data-dir the shipped 10,000-pair sample is
-used. Then:
+the model config says so), evaluates dev loss, perplexity, and greedy sacreBLEU (cased,
+lowercased) and chrF, keeps the parameters with the best dev BLEU, and scores the test split with
+greedy and beam search, every English sentence once against all of its French translations
+(experiments/translation/metrics.py; the sacreBLEU signatures are in results.json). Without
+--data-dir the shipped 10,000-pair sample is used. Then:
 
-    python -m experiments translate "I won !" --workdir runs/translation-transformer --beam 4 \
-        --heatmap attention.png
+    python -m experiments translate "I won!" --workdir runs/translation-transformer --beam-size 4
+    python -m experiments translate --input-file english.txt --beam-size 4 \
+        --workdir runs/translation-transformer > french.txt
+    python -m experiments evaluate --workdir runs/translation-transformer --pairs pairs.tsv
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from experiments import config as config_lib
 from experiments.seq2seq.configs import BahdanauConfig
@@ -36,23 +42,31 @@ class TranslationDataConfig:
   """How fra-eng becomes batches (pipelines.tasks.TranslationData), and how the task decodes.
 
   Attributes:
-    max_src_len: the widest source, eos included (longer sentences keep their first tokens).
+    tokenizer: 'sentencepiece' (subwords of one joint model, cased) or 'd2l_words' (d2l's
+      lowercased words). A config.json saved before this setting existed means 'd2l_words'
+      (OLD_RUN_VALUES, see experiments/config.py).
+    vocab_size: the most pieces of the SentencePiece model (ignored with 'd2l_words').
+    max_src_len: the widest source in tokens (pieces or words), eos included (longer sentences
+      keep their first tokens).
     max_tgt_len: the widest decoder input, bos included; also the most tokens decoding emits
       (eos included).
     boundaries: padded widths of the batches, ascending, the last == the maximum lengths (requires
       max_src_len == max_tgt_len); None: the pipeline's default. Each width is one more compiled
       step.
-    min_freq: tokens seen fewer times in train are unknown (d2l: 2).
-    max_size: keep at most this many tokens per vocabulary (None: all with min_freq).
+    min_freq: with 'd2l_words', words seen fewer times in train are unknown (d2l: 2).
+    max_size: with 'd2l_words', keep at most this many words per vocabulary (None: all with
+      min_freq).
     prepared_dir: where prepared datasets live (None: $ZOO_DATA_DIR or ~/.cache/attention_zoo).
     dev_bleu_examples: dev sentences decoded (greedy) for dev BLEU at every evaluation, a fixed
       random subset; None: all of them.
     test_bleu_examples: test sentences decoded for the final BLEU; None: all (a smaller number
       is only for quick checks; the reported figures use all).
     decode_batch_size: sentences decoded at once.
-    beam_size: the beam of the test evaluation's beam search.
+    beam_size: the beam of the test evaluation's beam search (and of `evaluate --pairs`).
     length_penalty: GNMT's alpha for beam search (0: rank by log-probability alone).
   """
+  tokenizer: Literal["sentencepiece", "d2l_words"] = "sentencepiece"
+  vocab_size: int = 8000
   max_src_len: int = 24
   max_tgt_len: int = 24
   boundaries: tuple[int, ...] | None = None
@@ -65,54 +79,67 @@ class TranslationDataConfig:
   beam_size: int = 4
   length_penalty: float = 0.6
 
+  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {"tokenizer": "d2l_words"}
+
 
 def _run(model: Any, train: config_lib.TrainConfig, optimizer: config_lib.OptimizerConfig,
-         data: TranslationDataConfig | None = None) -> config_lib.Config:
-  return config_lib.Config(model=model, train=train, optimizer=optimizer,
-                           data=data or TranslationDataConfig())
+         data: TranslationDataConfig) -> config_lib.Config:
+  return config_lib.Config(model=model, train=train, optimizer=optimizer, data=data)
+
+
+def _full_data() -> TranslationDataConfig:
+  """Sentences of up to 32 pieces (eos included: 99.8% of the full data's pairs stay whole with
+  the 8,000-piece model; 24 pieces keep 98.9%)."""
+  return TranslationDataConfig(max_src_len=32, max_tgt_len=32)
 
 
 def transformer() -> config_lib.Config:
   """Full-size Transformer (GPU): D 256, 8 heads, FFN 1024, 6 + 6 pre-norm layers, dropout 0.1,
-  label smoothing 0.1; batch 256, Adam (0.9, 0.98) with 4,000 warm-up steps to 1e-3 then inverse
-  square root decay, 40 epochs (about 23,000 steps), evaluated every 2,000 steps; test with
-  beam 4. Goal: test sacreBLEU >= 45. Not yet run (no GPU was available; see docs/RESULTS.md)."""
+  label smoothing 0.1, the data of `_full_data`; batch 256, Adam (0.9, 0.98) with 4,000 warm-up
+  steps to 1e-3 then inverse square root decay, 40 epochs (about 23,000 steps), evaluated every
+  2,000 steps; test with beam 4. Goal: test sacreBLEU >= 45. Not yet run (no GPU was available;
+  see docs/RESULTS.md)."""
   return _run(TransformerConfig(),
               config_lib.TrainConfig(batch_size=256, num_epochs=40, log_every=200,
                                      eval_every=2000, checkpoint_every=2000,
                                      best_metric="dev/bleu", best_mode="max"),
               config_lib.OptimizerConfig(name="adam", learning_rate=1e-3, b2=0.98, eps=1e-9,
                                          schedule="rsqrt", warmup_steps=4000,
-                                         grad_clip_norm=1.0))
+                                         grad_clip_norm=1.0),
+              _full_data())
 
 
 def bahdanau() -> config_lib.Config:
-  """Full-size Bahdanau seq2seq (GPU): embeddings 256, 2-layer LSTMs of 512, dropout 0.2; batch
-  128, Adam 1e-3 with a cosine decay, gradients clipped to 1, 20 epochs (about 23,000 steps),
-  evaluated every 2,000 steps; test with beam 4. Goal: test sacreBLEU >= 35. Not yet run (no GPU
-  was available; see docs/RESULTS.md)."""
+  """Full-size Bahdanau seq2seq (GPU): embeddings 256, 2-layer LSTMs of 512, dropout 0.2, the
+  data of `_full_data`; batch 128, Adam 1e-3 with a cosine decay, gradients clipped to 1, 20
+  epochs (about 23,000 steps), evaluated every 2,000 steps; test with beam 4. Goal: test
+  sacreBLEU >= 35. Not yet run (no GPU was available; see docs/RESULTS.md)."""
   return _run(BahdanauConfig(),
               config_lib.TrainConfig(batch_size=128, num_epochs=20, log_every=200,
                                      eval_every=2000, checkpoint_every=2000,
                                      best_metric="dev/bleu", best_mode="max"),
               config_lib.OptimizerConfig(name="adam", learning_rate=1e-3, schedule="cosine",
                                          warmup_steps=500, min_lr_ratio=0.05,
-                                         grad_clip_norm=1.0))
+                                         grad_clip_norm=1.0),
+              _full_data())
 
 
 def _cpu_data() -> TranslationDataConfig:
-  """Sentences cut to 16 tokens (98% of the pairs stay whole), vocabularies cut to the 6,000 most
-  frequent tokens (English: 99.2% of the training tokens, French: 96.6%; the output layer is most
-  of a step's cost), dev BLEU on 1,000 sentences."""
-  return TranslationDataConfig(max_src_len=16, max_tgt_len=16, boundaries=(8, 12, 16),
-                               max_size=6000, dev_bleu_examples=1000)
+  """Sentences of up to 24 pieces (eos included: 98.9% of the full data's pairs stay whole; the
+  means are 9.6 English and 11.2 French pieces with eos), dev BLEU on 1,000 sentences. With
+  `--data.tokenizer d2l_words` the vocabularies keep the 6,000 most frequent words (English: 99.2%
+  of the training tokens, French: 96.6%), as in the word-level runs of docs/RESULTS.md, which also
+  cut sentences to 16 words (`--data.max_src_len 16 --data.max_tgt_len 16 --data.boundaries 8 12
+  16`)."""
+  return TranslationDataConfig(max_src_len=24, max_tgt_len=24, max_size=6000,
+                               dev_bleu_examples=1000)
 
 
 def transformer_cpu() -> config_lib.Config:
-  """A Transformer sized for a 2-core CPU (31 minutes on one core): D 128, 4 heads, FFN 512, 2 + 2
-  pre-norm layers, dropout 0.1, label smoothing 0.1, the data of `_cpu_data`; batch 128, Adam
-  (0.9, 0.98) with 400 warm-up steps to 2e-3 then cosine decay, 3,500 steps (about 3 epochs), dev
-  BLEU every 1,750 steps. Result in docs/RESULTS.md."""
+  """A Transformer sized for a 2-core CPU: D 128, 4 heads, FFN 512, 2 + 2 pre-norm layers, dropout
+  0.1, label smoothing 0.1, the data of `_cpu_data`; batch 128, Adam (0.9, 0.98) with 400 warm-up
+  steps to 2e-3 then cosine decay, 3,500 steps (about 3 epochs), dev BLEU every 1,750 steps. Not
+  yet measured with subwords (with d2l's words: 31 minutes on one core, docs/RESULTS.md)."""
   return _run(TransformerConfig(model_dim=128, num_heads=4, ffn_hidden=512, num_encoder_layers=2,
                                 num_decoder_layers=2),
               config_lib.TrainConfig(batch_size=128, num_steps=3500, log_every=100,
@@ -125,10 +152,10 @@ def transformer_cpu() -> config_lib.Config:
 
 
 def bahdanau_cpu() -> config_lib.Config:
-  """A Bahdanau seq2seq sized for a 2-core CPU (16 minutes on one core): embeddings 128, 2-layer
-  LSTMs of 128, dropout 0.1, the data of `_cpu_data`; batch 128, Adam 2e-3 with 100 warm-up steps
-  and cosine decay, gradients clipped to 1, 2,300 steps (2 epochs), dev BLEU every 1,150 steps.
-  Result in docs/RESULTS.md."""
+  """A Bahdanau seq2seq sized for a 2-core CPU: embeddings 128, 2-layer LSTMs of 128, dropout 0.1,
+  the data of `_cpu_data`; batch 128, Adam 2e-3 with 100 warm-up steps and cosine decay, gradients
+  clipped to 1, 2,300 steps (2 epochs), dev BLEU every 1,150 steps. Not yet measured with
+  subwords (with d2l's words: 16 minutes on one core, docs/RESULTS.md)."""
   return _run(BahdanauConfig(embed_dim=128, hidden_size=128, dropout_rate=0.1),
               config_lib.TrainConfig(batch_size=128, num_steps=2300, log_every=100,
                                      eval_every=1150, checkpoint_every=575,

@@ -1,43 +1,51 @@
-"""Corpus BLEU with sacrebleu, one reference per line or all the references of a source at once.
+"""Translation scores as the field reports them: sacreBLEU's cased BLEU, lowercased BLEU and chrF,
+each with its signature.
 
-Hypotheses and references are detokenized text (pipelines.text.fra_eng_detokenize), which
-sacrebleu tokenizes again with its default '13a' tokenizer, so the numbers are comparable with any
-other sacreBLEU figure on the same references.
+Hypotheses are detokenized outputs and references the raw texts (pipelines keeps them cased and
+untokenized); sacreBLEU tokenizes both itself (BLEU with its default '13a' tokenizer, chrF on
+characters), so the figures compare with any other sacreBLEU figure on the same references.
 
-Two figures are reported on a test split in which one English sentence can have several French
-translations (each a line of the split):
+A source sentence with several translations (Tatoeba holds many, each a line of the split) is
+scored once, against all of them: sacreBLEU clips the n-gram counts against every reference and
+takes the closest reference length (chrF the best reference). `group_by_source` gathers them; when
+every source is distinct this is the usual one-reference score.
 
-  * `corpus_bleu(hypotheses, references)`: one hypothesis-reference pair per line, as the split
-    stores them; a source with k translations is decoded k times (identically) and each copy is
-    scored against one of them.
-  * `multi_reference_bleu(sources, hypotheses, references)`: the lines are grouped by source, each
-    source is scored once, against all of its translations (sacrebleu takes the clipped n-gram
-    counts over the references and the closest reference length).
+  bleu            cased BLEU: the headline figure
+  bleu_lowercase  BLEU with hypotheses and references lowercased (secondary: it forgives case)
+  chrf            chrF (character n-gram F-score, beta 2)
+The signature of each (sacrebleu's `get_signature()` after scoring) says how it was computed,
+e.g. 'nrefs:var|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0' ('var': sources have different
+numbers of references).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Hashable, Sequence
 
 import sacrebleu
 
+METRICS = ("bleu", "bleu_lowercase", "chrf")
 
-def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
-  """sacreBLEU (0-100) of hypotheses against one reference each.
 
-  Args:
-    hypotheses: n detokenized hypotheses.
-    references: n detokenized references, line i for hypothesis i.
+@dataclasses.dataclass(frozen=True)
+class Scores:
+  """The figures of one set of hypotheses (0-100 each) and how each was computed.
 
-  Returns:
-    The corpus BLEU score.
+  Attributes:
+    bleu, bleu_lowercase, chrf: see the module docstring.
+    sources: the distinct sources scored (each once).
+    signatures: metric name -> sacreBLEU signature.
   """
-  if len(hypotheses) != len(references):
-    raise ValueError(f"hypotheses and references must have the same length, got "
-                     f"{len(hypotheses)} and {len(references)}")
-  if not hypotheses:
-    raise ValueError("hypotheses: expected at least one line, got none")
-  return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
+  bleu: float
+  bleu_lowercase: float
+  chrf: float
+  sources: int
+  signatures: dict[str, str]
+
+  def figures(self) -> dict[str, float]:
+    """Metric name -> value, for METRICS."""
+    return {name: getattr(self, name) for name in METRICS}
 
 
 def group_by_source(sources: Sequence[Hashable], hypotheses: Sequence[str],
@@ -45,7 +53,7 @@ def group_by_source(sources: Sequence[Hashable], hypotheses: Sequence[str],
   """Gathers the lines of each distinct source: one hypothesis, all of its references.
 
   Args:
-    sources: n keys, equal for the lines of one source sentence (e.g. its token tuple).
+    sources: n keys, equal for the lines of one source sentence (e.g. its text).
     hypotheses: n hypotheses; the first line of each source gives that source's hypothesis.
     references: n references.
 
@@ -71,17 +79,31 @@ def group_by_source(sources: Sequence[Hashable], hypotheses: Sequence[str],
   return hyps, streams
 
 
-def multi_reference_bleu(sources: Sequence[Hashable], hypotheses: Sequence[str],
-                         references: Sequence[str]) -> tuple[float, int]:
-  """sacreBLEU with every source scored once against all of its references.
+def score_translations(hypotheses: Sequence[str], references: Sequence[str],
+                       sources: Sequence[Hashable] | None = None) -> Scores:
+  """Cased BLEU, lowercased BLEU and chrF of hypotheses, each source once against all of its
+  references.
 
   Args:
-    sources, hypotheses, references: as in `group_by_source`.
+    hypotheses: n detokenized outputs.
+    references: n raw references, line i for hypothesis i.
+    sources: n keys grouping the lines of one source sentence (its text); None: every line is a
+      source of its own, with one reference.
 
   Returns:
-    (BLEU 0-100, the number of distinct sources).
+    Scores.
   """
-  hyps, streams = group_by_source(sources, hypotheses, references)
-  if not hyps:
+  if len(hypotheses) != len(references):
+    raise ValueError(f"hypotheses and references must have the same length, got "
+                     f"{len(hypotheses)} and {len(references)}")
+  if not hypotheses:
     raise ValueError("hypotheses: expected at least one line, got none")
-  return float(sacrebleu.corpus_bleu(hyps, streams).score), len(hyps)
+  if sources is None:
+    sources = range(len(hypotheses))
+  hyps, streams = group_by_source(sources, hypotheses, references)
+  metrics = {"bleu": sacrebleu.BLEU(), "bleu_lowercase": sacrebleu.BLEU(lowercase=True),
+             "chrf": sacrebleu.CHRF()}
+  values = {name: float(metric.corpus_score(hyps, streams).score)
+            for name, metric in metrics.items()}
+  return Scores(**values, sources=len(hyps),
+                signatures={name: str(metric.get_signature()) for name, metric in metrics.items()})

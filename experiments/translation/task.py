@@ -1,16 +1,21 @@
-"""The English->French task: data, vocabularies, BLEU, translating texts, heatmaps.
+"""The English->French task: data, vocabularies or subwords, scores, translating texts, heatmaps.
 
 The model, loss, perplexity and decoding are experiments.seq2seq's (Seq2SeqTask); this module adds
-what is particular to fra-eng: the data (pipelines.tasks.TranslationData, one shared vocabulary
-when the model shares its embeddings), BLEU of decoded dev and test sentences, translating texts
-and the files written at the end of training.
+what is particular to fra-eng: the data (pipelines.tasks.TranslationData: SentencePiece subwords or
+d2l's words, `config.data.tokenizer`), the scores of decoded dev and test sentences, translating
+texts, scoring a user's own pairs, and the files written at the end of training.
 
 Evaluation: the engine sums 'loss', 'nll' and 'token_accuracy' and Seq2SeqTask adds
-'perplexity'; `decode_metrics` adds sacreBLEU of greedy decoding ('bleu'); on the test split also
-beam search ('bleu_beam') and the multi-reference figures ('bleu_multiref', 'bleu_beam_multiref',
-'multiref_sources'), see metrics.py. The vocabularies are the run's artifacts (saved into its
-directory before the first step); at the end of training the test translations, the translations
-of d2l's four sentences and their attention heatmaps are written there too.
+'perplexity'; `decode_metrics` adds the scores of greedy decoding against the raw references,
+every English sentence once against all of its translations (metrics.py): 'bleu' (sacreBLEU,
+cased, 13a), 'bleu_lowercase', 'chrf'; on the test split also those of beam search ('bleu_beam',
+'bleu_lowercase_beam', 'chrf_beam') and 'sources', the distinct English sentences scored. Their
+sacreBLEU signatures are `metric_signatures(split)` (results.json's "signatures").
+
+Artifacts (saved into the run's directory before the first step): the SentencePiece model
+(sentencepiece.model), or with d2l's words the two vocabularies (src_vocab.json, tgt_vocab.json).
+At the end of training the test translations, the translations of d2l's four sentences and their
+attention heatmaps are written there too.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -26,18 +31,19 @@ from experiments import plots
 from experiments.config import Config
 from experiments.seq2seq.task import Seq2SeqTask
 from experiments.task import pipeline_options
-from experiments.translation import metrics as bleu_lib
-from pipelines import datasets
+from experiments.translation import metrics
+from pipelines.tasks import AnyVocab
+from pipelines.tasks import FraEngText
 from pipelines.tasks import TranslationData
 from pipelines.tasks import TranslationOptions
-from pipelines.tasks import read_records
-from pipelines.vocab import UNK_ID, Vocab
+from pipelines.vocab import BOS_ID, PAD_ID, UNK_ID
 
 TEST_TRANSLATIONS_FILE = "test_translations.tsv"
 EXAMPLES_FILE = "examples.json"
 HEATMAP_FILE = "attention.png"
-# d2l's four sentences (d2l 10.7 / 11.4), in its tokenized spelling.
-D2L_SENTENCES = ("Go .", "Good Night !", "I'm OK .", "I won !")
+# d2l's four sentences (d2l 10.7 / 11.4); d2l's word tokenizer reads them as d2l spelled them
+# ("go .", "good night !" ...).
+D2L_SENTENCES = ("Go.", "Good night!", "I'm OK.", "I won!")
 
 
 class SharedVocabTranslationData(TranslationData):
@@ -96,37 +102,61 @@ class TranslationTask(Seq2SeqTask):
     config: the run's Config (model: a seq2seq.configs model config, data:
       configs.TranslationDataConfig).
     data: already loaded TranslationData (None: loaded from config.data_dir when first needed).
-    artifacts: {'src_vocab': Vocab, 'tgt_vocab': Vocab} to use instead of the data's (a run's
-      saved copies; runs.load_run passes them).
+    artifacts: {'subwords': SubwordVocab} or {'src_vocab': Vocab, 'tgt_vocab': Vocab} to use
+      instead of the data's (a run's saved copies; runs.load_run passes them).
   """
 
-  ARTIFACTS = {"src_vocab": "src_vocab.json", "tgt_vocab": "tgt_vocab.json"}
+  ARTIFACTS = {"subwords": "sentencepiece.model", "src_vocab": "src_vocab.json",
+               "tgt_vocab": "tgt_vocab.json"}
 
   def __init__(self, config: Config, *, data: TranslationData | None = None,
-               artifacts: dict[str, Vocab] | None = None):
+               artifacts: dict[str, AnyVocab] | None = None):
     super().__init__(config, data=data, artifacts=artifacts)
-    self._source_keys: dict[str, list[tuple[str, ...]]] = {}
     self.test_outputs: dict[str, list[str]] | None = None  # kept by decode_metrics('test')
+    self._signatures: dict[str, dict[str, str]] = {}  # split -> metric -> sacreBLEU signature
 
-  # -- data and vocabularies -----------------------------------------------------------------------
+  # -- data, vocabularies and text -----------------------------------------------------------------
+
+  @property
+  def subwords(self) -> bool:
+    """Whether the run reads SentencePiece pieces (else d2l's words)."""
+    return self.config.data.tokenizer == "sentencepiece"
 
   def load_data(self) -> TranslationData:
     """The prepared fra-eng splits (the shipped sample when config.data_dir is None)."""
     d = self.config.data
-    cls = SharedVocabTranslationData if self.config.model.shared_vocab else TranslationData
+    shared_words = self.config.model.shared_vocab and not self.subwords
+    cls = SharedVocabTranslationData if shared_words else TranslationData
     return cls.load(source=self.config.data_dir, data_dir=d.prepared_dir,
                     **pipeline_options(d, TranslationOptions))
 
-  def artifacts_from_data(self) -> dict[str, Vocab]:
+  def artifacts_from_data(self) -> dict[str, AnyVocab]:
+    if self.subwords:
+      return {"subwords": self.data.src_vocab}
     return {"src_vocab": self.data.src_vocab, "tgt_vocab": self.data.tgt_vocab}
 
   @property
-  def src_vocab(self) -> Vocab:
-    return self.artifact("src_vocab")
+  def src_vocab(self) -> AnyVocab:
+    return self.artifact("subwords" if self.subwords else "src_vocab")
 
   @property
-  def tgt_vocab(self) -> Vocab:
-    return self.artifact("tgt_vocab")
+  def tgt_vocab(self) -> AnyVocab:
+    return self.artifact("subwords" if self.subwords else "tgt_vocab")
+
+  @property
+  def text(self) -> FraEngText:
+    """The run's tokenizer and detokenizer: SentencePiece pieces, or d2l's words."""
+    return FraEngText(self.artifact("subwords") if self.subwords else None)
+
+  def target_text(self, ids) -> str:
+    """Detokenized text of target ids (stops at eos; pad and bos left out)."""
+    return self.text.detokenize(self.tgt_vocab.decode(ids))
+
+  @property
+  def suppressed_ids(self) -> tuple[int, ...]:
+    """Subword targets never hold pad, unk or bos, so decoding never emits them (word-level
+    targets do hold unk, which the model may predict as d2l's does)."""
+    return (PAD_ID, UNK_ID, BOS_ID) if self.subwords else ()
 
   @property
   def max_source_len(self) -> int:
@@ -146,11 +176,9 @@ class TranslationTask(Seq2SeqTask):
   def decode_batch_size(self) -> int:
     return self.config.data.decode_batch_size
 
-  def _split_sources(self, split: str, indices: np.ndarray) -> list[np.ndarray]:
-    src = self.data.splits["dev" if split == "dev" else split].sequences["src"]
-    return [src[i] for i in indices]
+  # -- scores --------------------------------------------------------------------------------------
 
-  def _bleu_indices(self, split: str) -> np.ndarray:
+  def _score_indices(self, split: str) -> np.ndarray:
     n = self.data.num_examples(split)
     d = self.config.data
     limit = d.dev_bleu_examples if split == "dev" else d.test_bleu_examples
@@ -158,64 +186,68 @@ class TranslationTask(Seq2SeqTask):
       return np.arange(n)
     return np.sort(np.random.default_rng(0).permutation(n)[:limit])  # the same subset every time
 
-  def source_keys(self, split: str) -> list[tuple[str, ...]]:
-    """Per example of `split`, its full source tokens: the key that groups a sentence's
-    translations. Read from the raw records, so two sentences that differ only in unknown or
-    truncated words are not confused; checked against the split's references."""
-    if split not in self._source_keys:
-      data = self.data
-      records = read_records(datasets.load(
-          data.task, "validation" if split == "dev" else split, source=self.config.data_dir,
-          data_dir=self.config.data.prepared_dir))
-      keys, refs = [], []
-      for record in records:
-        src, tgt = data.tokenize(record[data.src_field]), data.tokenize(record[data.tgt_field])
-        if src and tgt:  # the pipeline leaves out pairs with an empty side
-          keys.append(tuple(src))
-          refs.append(data.detokenize(tgt))
-      if refs != data.references(split):
-        raise ValueError(f"the raw {split} records do not line up with the prepared {split} "
-                         f"split ({len(refs)} vs {data.num_examples(split)} examples)")
-      self._source_keys[split] = keys
-    return self._source_keys[split]
-
   def decode_metric_names(self, split: str) -> tuple[str, ...]:
     if split == "test":
-      return ("bleu", "bleu_beam", "bleu_multiref", "bleu_beam_multiref", "multiref_sources")
-    return ("bleu",)
+      return (*metrics.METRICS, *(f"{name}_beam" for name in metrics.METRICS), "sources")
+    return metrics.METRICS
 
   def decode_metrics(self, params, split: str) -> dict[str, float]:
-    """sacreBLEU of greedy decoding; on the test split also beam search and multi-reference."""
-    indices = self._bleu_indices(split)
+    """The scores of greedy decoding; on the test split also of beam search (see the module
+    docstring)."""
+    indices = self._score_indices(split)
     refs = [self.data.references(split)[i] for i in indices]
-    sources = self._split_sources(split, indices)
-    greedy = [self.target_text(h[0]) for h, _ in self.decode(params, sources)]
-    out = {"bleu": bleu_lib.corpus_bleu(greedy, refs)}
-    if split != "test":
-      return out
-    d = self.config.data
-    beam = [self.target_text(h[0]) for h, _ in self.decode(
-        params, sources, beam_size=d.beam_size, length_penalty=d.length_penalty)]
-    out["bleu_beam"] = bleu_lib.corpus_bleu(beam, refs)
-    keys = [self.source_keys(split)[i] for i in indices]
-    out["bleu_multiref"], sources_n = bleu_lib.multi_reference_bleu(keys, greedy, refs)
-    out["bleu_beam_multiref"], _ = bleu_lib.multi_reference_bleu(keys, beam, refs)
-    out["multiref_sources"] = float(sources_n)
-    self.test_outputs = {"source": [self.data.detokenize(list(k)) for k in keys],
-                         "reference": refs, "greedy": greedy, "beam": beam}
+    sources = [self.data.sources(split)[i] for i in indices]
+    src_ids = [self.data.splits[split].sequences["src"][i] for i in indices]
+    greedy = [self.target_text(h[0]) for h, _ in self.decode(params, src_ids)]
+    scores = metrics.score_translations(greedy, refs, sources)
+    out, signatures = scores.figures(), dict(scores.signatures)
+    if split == "test":
+      d = self.config.data
+      beam = [self.target_text(h[0]) for h, _ in self.decode(
+          params, src_ids, beam_size=d.beam_size, length_penalty=d.length_penalty)]
+      beam_scores = metrics.score_translations(beam, refs, sources)
+      out.update({f"{name}_beam": value for name, value in beam_scores.figures().items()})
+      signatures.update({f"{name}_beam": sig for name, sig in beam_scores.signatures.items()})
+      out["sources"] = float(scores.sources)
+      self.test_outputs = {"source": sources, "reference": refs, "greedy": greedy, "beam": beam}
+    self._signatures[split] = signatures
     return out
 
-  def target_text(self, ids) -> str:
-    """Detokenized text of target ids (stops at eos; pad and bos left out)."""
-    return TranslationData.detokenize(self.tgt_vocab.decode(ids))
+  def metric_signatures(self, split: str) -> dict[str, str]:
+    return dict(self._signatures.get(split, {}))
+
+  def score_pairs(self, params, sources: Sequence[str], references: Sequence[str], *,
+                  beam_size: int = 1, length_penalty: float | None = None,
+                  progress: bool = False) -> metrics.Scores:
+    """Translates English sentences and scores the outputs against their French references.
+
+    Each distinct source is translated once and scored once, against all of its references (a
+    source given on several lines has several references).
+
+    Args:
+      params: the model parameters.
+      sources: n English texts.
+      references: n French texts, line i a translation of sources[i].
+      beam_size: 1 for greedy search, else beam search.
+      length_penalty: GNMT's alpha for beam search (None: the run's).
+      progress: a progress bar over the decoding batches on standard error.
+    """
+    if len(sources) != len(references):
+      raise ValueError(f"sources and references must have the same length, got {len(sources)} "
+                       f"and {len(references)}")
+    distinct = list(dict.fromkeys(sources))
+    found = self.translate(params, distinct, beam_size=beam_size, length_penalty=length_penalty,
+                           progress=progress)
+    output = {source: translation.text for source, translation in zip(distinct, found)}
+    return metrics.score_translations([output[s] for s in sources], references, sources)
 
   # -- translating texts ---------------------------------------------------------------------------
 
   def encode_source(self, text: str) -> tuple[list[str], list[int]]:
     """The tokens the model reads for `text` (cut to max_src_len - 1) and their ids with eos."""
-    tokens = TranslationData.tokenize(text)[:self.config.data.max_src_len - 1]
+    tokens = self.text.tokenize(text)[:self.config.data.max_src_len - 1]
     if not tokens:
-      raise ValueError(f"the text {text!r} has no words to translate")
+      raise ValueError(f"the text {text!r} has nothing to translate")
     return tokens, self.src_vocab.encode(tokens, add_eos=True)
 
   def translate(self, params, texts: Sequence[str], *, beam_size: int = 1, num_results: int = 1,

@@ -6,16 +6,20 @@
     for batch in data.eval_batches("dev", batch_size=64): ...
 
 Each task object holds its splits in memory as token ids, its vocabulary (built from the training
-split only), and a `report` of what happened to every record. The options that shape the ids are
-a small frozen dataclass per task (`SentimentOptions`, `TranslationOptions`, `CoupletOptions`);
-pass them as keyword arguments. The splits are named 'train', 'dev' and 'test' in every task:
-'dev' is the tfds 'validation' split for fra-eng and couplets; IMDB has none, and its option
-`protocol` says where 'dev' comes from: a random part of IMDB train ('random_dev'), whole movies
-of IMDB train ('movie_dev'), or half of IMDB test ('test_halves', the nndl chapter's protocol).
+split only: words counted, or a SentencePiece model trained, see pipelines.subword), and a
+`report` of what happened to every record. fra-eng is tokenized into d2l's words or into
+SentencePiece subwords (`TranslationOptions.tokenizer`, see translation.py). The options that
+shape the ids are a small frozen dataclass per task (`SentimentOptions`, `TranslationOptions`,
+`CoupletOptions`); pass them as keyword arguments. The splits are named 'train', 'dev' and 'test'
+in every task: 'dev' is the tfds 'validation' split for fra-eng and couplets; IMDB has none, and
+its option `protocol` says where 'dev' comes from: a random part of IMDB train ('random_dev'),
+whole movies of IMDB train ('movie_dev'), or half of IMDB test ('test_halves', the nndl chapter's
+protocol).
 
 Files: `load()` keeps, in the prepared dataset's folder (pipelines.datasets) under tokenized/,
-  - the vocabulary as JSON (pipelines.vocab), reloaded identically on the next run; a file built
-    with other options or from other data is rebuilt and the report says why;
+  - the vocabulary as JSON (pipelines.vocab), or the SentencePiece model (pipelines.subword,
+    '.model'), reloaded identically on the next run; a file built with other options or from
+    other data is rebuilt and the report says why;
   - a cache of the encoded splits (npz, one per set of options), so that a later run skips reading
     and tokenizing the records (full couplets: minutes -> about a second). A cache that is stale
     or unreadable is rebuilt, and the report says so. Rebuilding the dataset removes both.
@@ -33,8 +37,10 @@ Batches (numpy, leading axis b = batch_size // process_count; see pipelines.batc
       'tgt_len' (b,): the length of both; 'index' int32 (b,); 'weight' float32 (b,).
       For couplets the number of characters to generate is tgt_len - 1 == src_len - 1.
   'index' is the example's position in its split (`data.num_examples(split)` of them), which lines
-  a prediction up with `data.references(split)` (eval batches come in length order, not index
-  order); 'weight' is 0.0 on the filler rows that complete the last evaluation batch.
+  a prediction up with `data.references(split)` and `data.sources(split)` (eval batches come in
+  length order, not index order); 'weight' is 0.0 on the filler rows that complete the last
+  evaluation batch. fra-eng keeps the raw, cased texts as references and sources; couplets the
+  lines as their characters joined.
 
 Nothing is dropped silently. Per split, `report[split]` counts:
   records        records read;
@@ -55,12 +61,13 @@ sentiment.py (with holdout.py, the pure functions that choose held-out reviews),
 task's options dataclass sits beside its data class.
 """
 
-from pipelines.tasks.common import SPLITS, Records, Split, TaskData, read_records
+from pipelines.tasks.common import (SPLITS, AnyVocab, Records, Split, TaskData, read_records,
+                                    read_vocab_file)
 from pipelines.tasks.couplet import CoupletData, CoupletOptions
 from pipelines.tasks.sentiment import SentimentData, SentimentOptions
-from pipelines.tasks.seq2seq import Seq2SeqData
-from pipelines.tasks.translation import TranslationData, TranslationOptions
+from pipelines.tasks.seq2seq import Seq2SeqData, Seq2SeqOptions
+from pipelines.tasks.translation import FraEngText, TranslationData, TranslationOptions
 
-__all__ = ["SPLITS", "CoupletData", "CoupletOptions", "Records", "SentimentData",
-           "SentimentOptions", "Seq2SeqData", "Split", "TaskData", "TranslationData",
-           "TranslationOptions", "read_records"]
+__all__ = ["SPLITS", "AnyVocab", "CoupletData", "CoupletOptions", "FraEngText", "Records",
+           "SentimentData", "SentimentOptions", "Seq2SeqData", "Seq2SeqOptions", "Split",
+           "TaskData", "TranslationData", "TranslationOptions", "read_records", "read_vocab_file"]

@@ -17,12 +17,26 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from pipelines.batching import Batch, Batcher, Ragged, TrainIterator
+from pipelines.subword import SUFFIX as SUBWORD_SUFFIX
+from pipelines.subword import SubwordVocab
 from pipelines.vocab import BOS_ID, EOS_ID, UNK_ID, Vocab
 
 Records = Sequence[Mapping[str, Any]]  # a list of dicts or a tfds data source
 
 SPLITS = ("train", "dev", "test")
 CACHE_FORMAT, CACHE_VERSION = "attention-zoo-task-cache", 1
+
+
+AnyVocab = Vocab | SubwordVocab
+"""A word vocabulary (pipelines.vocab) or a SentencePiece model (pipelines.subword): the same ids
+0-3 and the same encode / decode / save / load."""
+
+
+def read_vocab_file(path: str | os.PathLike) -> AnyVocab:
+  """A vocabulary file by its name: a SentencePiece model ('.model'), else a Vocab's JSON."""
+  if os.fspath(path).endswith(SUBWORD_SUFFIX):
+    return SubwordVocab.load(path)
+  return Vocab.load(path)
 
 
 def read_records(records: Records) -> list[Mapping[str, Any]]:
@@ -64,10 +78,12 @@ def _jsonable(options) -> dict:
 
 @dataclasses.dataclass
 class Split:
-  """One split in memory: id sequences per field, per-example values, references for scoring."""
+  """One split in memory: id sequences per field, per-example values, and for scoring the
+  reference texts and the source texts that group them (sequence-to-sequence evaluation splits)."""
   sequences: dict[str, Ragged]
   scalars: dict[str, np.ndarray]
   references: list[str] | None = None
+  sources: list[str] | None = None
 
 
 def _unk_stats(ids: Ragged) -> tuple[int, float]:
@@ -166,7 +182,7 @@ class TaskData:
   def __init__(self, options: Mapping[str, Any]):
     self.options = self.make_options(options)
     self.splits: dict[str, Split] = {}
-    self.vocabs: dict[str, Vocab] = {}  # file name -> vocabulary
+    self.vocabs: dict[str, AnyVocab] = {}  # file name -> vocabulary
     self.report: dict[str, Any] = {}
     self.files_dir: str | None = None  # where `load` keeps the vocabulary and the cache
 
@@ -191,7 +207,7 @@ class TaskData:
     """The file names of the vocabularies these options need (the keys of `vocabs`)."""
     raise NotImplementedError(f"{type(self).__name__} does not name its vocabulary files")
 
-  def vocab_files(self) -> dict[str, Vocab]:
+  def vocab_files(self) -> dict[str, AnyVocab]:
     """File name -> vocabulary, for every vocabulary the task keeps."""
     return dict(self.vocabs)
 
@@ -283,6 +299,7 @@ class TaskData:
             "options": _jsonable(self.options),
             "report": {k: v for k, v in self.report.items() if k not in ("vocab", "cache")},
             "references": {s: d.references for s, d in self.splits.items()},
+            "sources": {s: d.sources for s, d in self.splits.items()},
             "scalars": {s: sorted(d.scalars) for s, d in self.splits.items()},
             "sequences": {s: sorted(d.sequences) for s, d in self.splits.items()},
             "vocabs": {name: vocab.metadata for name, vocab in self.vocab_files().items()}}
@@ -309,7 +326,7 @@ class TaskData:
           return None, (f"{path} names the vocabularies {sorted(meta['vocabs'])}, not "
                         f"{sorted(set(data.vocab_names()))}")
         for name, metadata in meta["vocabs"].items():
-          vocab = Vocab.load(os.path.join(folder, name))
+          vocab = read_vocab_file(os.path.join(folder, name))
           if vocab.metadata != metadata:
             return None, f"{name} changed since {path} was written"
           data.vocabs[name] = vocab
@@ -318,7 +335,8 @@ class TaskData:
                                      npz[f"{split}__{field}__lengths"])
                        for field in meta["sequences"][split] if field not in data.derived_fields}
           scalars = {name: npz[f"{split}__{name}"] for name in meta["scalars"][split]}
-          data.splits[split] = Split(data._derive(sequences), scalars, refs)
+          data.splits[split] = Split(data._derive(sequences), scalars, refs,
+                                     meta.get("sources", {}).get(split))
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as e:
       return None, f"{path} is unreadable ({type(e).__name__}: {e})"
     data.report = dict(meta["report"])

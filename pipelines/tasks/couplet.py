@@ -6,12 +6,12 @@ import dataclasses
 
 from pipelines import text as text_lib
 from pipelines.tasks.seq2seq import Seq2SeqData
-from pipelines.tasks.translation import TranslationOptions
+from pipelines.tasks.seq2seq import Seq2SeqOptions
 
 
 @dataclasses.dataclass(frozen=True)
-class CoupletOptions(TranslationOptions):
-  """How couplets become ids: as TranslationOptions, with couplet defaults.
+class CoupletOptions(Seq2SeqOptions):
+  """How couplets become ids: Seq2SeqOptions with couplet defaults.
 
   The longest line has 32 characters (+ eos/bos = 33); the median 7, 90% at most 17. `reverse`
   generates upper lines from lower lines.
@@ -35,10 +35,7 @@ class CoupletData(Seq2SeqData):
   detokenize = staticmethod(text_lib.couplet_detokenize)
   shared_vocab = True
 
-  def _check_pairs(self, toks: dict) -> tuple[dict, int]:
-    upper, lower = toks["upper"], toks["lower"]
-    equal = [i for i, (u, l) in enumerate(zip(upper, lower)) if len(u) == len(l)]
-    if len(equal) == len(upper):
-      return toks, 0
-    return ({"upper": [upper[i] for i in equal], "lower": [lower[i] for i in equal]},
-            len(upper) - len(equal))
+  def check_pairs(self, tokens: dict[str, list[list[str]]]) -> list[int]:
+    """The pairs whose upper and lower lines have the same number of characters."""
+    return [i for i, (upper, lower) in enumerate(zip(tokens["upper"], tokens["lower"]))
+            if len(upper) == len(lower)]

@@ -40,6 +40,11 @@ def test_train_stop_resume_evaluate_predict(tmp_path, capsys, monkeypatch):
   assert main(["evaluate", "--workdir", workdir, "--split", "test"]) == 0
   evaluated = json.loads(capsys.readouterr().out)
   assert evaluated["metrics"] == pytest.approx(results["test"], rel=1e-6)
+  assert evaluated["signatures"] == {}
+  # Scoring examples of one's own is for the experiments that declare it (translation).
+  assert main(["evaluate", "--workdir", workdir, "--pairs", str(tmp_path / "pairs.tsv")]) == 2
+  assert "the toy experiment does not score examples of your own (--pairs)" in (
+      capsys.readouterr().err)
 
   heatmap = str(tmp_path / "weights.png")
   assert main(["predict", "toy", "1 2 3", "9 10 11 12", "--workdir", workdir,

@@ -172,3 +172,19 @@ def test_saved_configs_without_an_added_key_load_with_its_old_run_value():
   # Only the section that names it; a config.json without the section keeps the named run's.
   assert config_lib.update_from_dict(cfg, {"model": {"width": 7}}).data == Data("now", 9)
   assert config_lib.override(cfg, ["--data.max_len=3"]).data == Data("now", 3)
+
+
+def test_saved_configs_without_an_added_setting_mean_what_they_meant_then():
+  @dataclasses.dataclass
+  class Data:
+    tokenizer: str = "subwords"
+    vocab_size: int = 8000
+    OLD_RUN_VALUES: ClassVar[dict] = {"tokenizer": "words"}
+
+  cfg = Config(experiment="x", model_name="m", data=Data())
+  assert config_lib.update_from_dict(cfg, {"data": {}}).data == Data("words", 8000)
+  assert config_lib.update_from_dict(cfg, {"train": {"seed": 3}}).data == Data("subwords", 8000)
+  assert config_lib.update_from_dict(cfg, {"data": {"tokenizer": "subwords", "vocab_size": 977}}
+                                     ).data == Data("subwords", 977)
+  assert config_lib.update_from_dict(cfg, config_lib.to_dict(cfg)).data == cfg.data
+  assert "OLD_RUN_VALUES" not in config_lib.to_dict(cfg)["data"]

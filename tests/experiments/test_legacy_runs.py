@@ -4,8 +4,10 @@ tests/fixtures/legacy_runs holds nine tiny runs written by commit 7347528 (their
 use the settings' old names, `data.buckets` and `data.max_vocab`, and have no `data.protocol`,
 which load as 'random_dev', the dev split they were trained with) with what `predict` printed then.
 Today's commands print the same result lines on stdout; what changed is where the notes go (the '#'
-header and the unknown-word notes now go to stderr) and the couplet command's layout (no blank line
-between the lower lines of two upper lines).
+header and the unknown-word notes now go to stderr), the couplet command's layout (no blank line
+between the lower lines of two upper lines), and that `translate` needs --tsv for its old
+`translation<TAB>score<TAB>input` lines. The translation runs predate the subword tokenizer:
+their config.json has no `data.tokenizer`, which means d2l's words (OLD_RUN_VALUES).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ LEGACY = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures", "legacy_
 INPUTS = {
     "sentiment": ["predict", "sentiment", "This great science fiction film is really awesome",
                   "Not good at all, a waste of time"],
-    "translation": ["translate", "--beam-size", "3", "Go .", "I won !"],
+    "translation": ["translate", "--tsv", "--beam-size", "3", "Go .", "I won !"],
     "couplet": ["couplet", "晚风摇树树还挺", "海阔凭鱼跃"],
 }
 RUNS = sorted(name for name in os.listdir(LEGACY) if os.path.isdir(os.path.join(LEGACY, name)))
@@ -56,6 +58,9 @@ def test_legacy_run_predicts_what_it_printed(name, tmp_path):
   else:  # written before data.protocol existed: their dev split was the random one
     assert "protocol" not in saved["data"]
     assert runs.load_config(str(workdir)).data.protocol == "random_dev"
+  if saved["experiment"] == "translation":
+    assert "tokenizer" not in saved["data"]
+    assert runs.load_config(str(workdir)).data.tokenizer == "d2l_words"
   console = ListConsole()
   assert cli.main([*INPUTS[saved["experiment"]], "--workdir", str(workdir)], console) == 0
   with open(workdir / "predict_stdout.txt", encoding="utf-8") as f:

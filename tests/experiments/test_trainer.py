@@ -73,6 +73,7 @@ def test_outputs_of_a_finished_run(finished):
     results = json.load(f)
   assert results["test"] == finished.results["test"]
   assert set(results["test"]) == {"loss", "accuracy"}
+  assert results["signatures"] == {}  # the toy's metrics need no description
   assert results["machine"]["device_count"] == 4 and results["machine"]["jax"] == jax.__version__
   assert results["config"]["train"]["checkpoint_every"] == 3
   assert results["steps"] == 10 and results["epochs"] == 2.0 and results["wall_time_s"] > 0
@@ -161,6 +162,9 @@ class _ToyWithExtra(engine_toy.ToyTask):
     self.seen.append((split, dict(metrics)))
     return {"twice_loss": 2.0 * metrics["loss"]}
 
+  def metric_signatures(self, split):
+    return {"twice_loss": f"2 * {split} loss"}
+
 
 def test_extra_eval_gets_the_engines_means_and_its_best_metric_is_checked_first(tmp_path):
   cfg = config_lib.override(engine_toy.EXPERIMENT.config("mlp"),
@@ -173,6 +177,8 @@ def test_extra_eval_gets_the_engines_means_and_its_best_metric_is_checked_first(
   assert dev["twice_loss"] == pytest.approx(2 * dev["loss"], rel=1e-6)
   assert task.seen[0][1] == {"loss": dev["loss"], "accuracy": dev["accuracy"]}
   assert result.results["best"]["metric"] == "dev/twice_loss"
+  assert result.results["signatures"] == {"dev": {"twice_loss": "2 * dev loss"},
+                                          "test": {"twice_loss": "2 * test loss"}}
 
   typo = config_lib.override(cfg, ["--train.best_metric=dev/twice_los"])
   with pytest.raises(ValueError, match=r"'dev/twice_los' is not among the dev metrics of the task "

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 import optax
 import pytest
+import sacrebleu
 
 from experiments import cli
 from experiments import config as config_lib
@@ -20,11 +21,13 @@ from experiments.translation import metrics
 from experiments.seq2seq.loss import sequence_loss
 from experiments.translation import task as task_lib
 from pipelines.tasks import TranslationData
-from pipelines.vocab import EOS_ID
+from pipelines.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
-WIDTH = 8  # source and target widths of the tiny runs
+WIDTH = 8  # source and target widths of the tiny runs, in pieces
+PIECES = 1501  # the tiny runs' SentencePiece vocabulary
 B = 5  # sentences in the overfit batch
-TINY = ("--model.model_dim=32", "--model.num_heads=2", "--model.ffn_hidden=48",
+TINY = (f"--data.vocab_size={PIECES}", "--model.model_dim=32", "--model.num_heads=2",
+        "--model.ffn_hidden=48",
         "--model.num_encoder_layers=1", "--model.num_decoder_layers=1", "--model.dropout_rate=0.0",
         "--model.label_smoothing=0.0", f"--data.max_src_len={WIDTH}", f"--data.max_tgt_len={WIDTH}",
         f"--data.boundaries={WIDTH}", "--data.decode_batch_size=8", "--data.beam_size=3",
@@ -97,11 +100,14 @@ def test_corpus_bleu_known_values():
   # 1/4; sentence 2 3/3, 2/2, 1/1, 0/0. Lengths 7 + 3 (hypotheses), 7 + 5 (references).
   precisions = [(6 + 3) / (7 + 3), (4 + 2) / (6 + 2), (2 + 1) / (5 + 1), (1 + 0) / (4 + 0)]
   expected = 100 * math.exp(1 - 12 / 10) * math.prod(precisions) ** 0.25
-  assert metrics.corpus_bleu(hyps, refs) == pytest.approx(expected, rel=1e-12)
-  assert metrics.corpus_bleu(["va!"], ["va !"]) == pytest.approx(
-      metrics.corpus_bleu(["va !"], ["va !"]))  # the 13a tokenizer splits "!" off either way
+  scores = metrics.score_translations(hyps, refs)
+  assert scores.bleu == pytest.approx(expected, rel=1e-12) and scores.sources == 2
+  assert metrics.score_translations(["va!"], ["va !"]).bleu == pytest.approx(
+      metrics.score_translations(["va !"], ["va !"]).bleu)  # 13a splits "!" off either way
   with pytest.raises(ValueError, match="same length"):
-    metrics.corpus_bleu(["a"], ["a", "b"])
+    metrics.score_translations(["a"], ["a", "b"])
+  with pytest.raises(ValueError, match="at least one line"):
+    metrics.score_translations([], [])
 
 
 def test_multi_reference_grouping_and_bleu():
@@ -117,12 +123,13 @@ def test_multi_reference_grouping_and_bleu():
   line = "the cat sat on the mat ."
   other = "a feline was sitting upon the rug ."
   sources, hyps, refs = [("k",), ("k",)], [line, line], [other, line]
-  bleu, n = metrics.multi_reference_bleu(sources, hyps, refs)
-  assert bleu == pytest.approx(100.0, rel=1e-12) and n == 1
+  scores = metrics.score_translations(hyps, refs, sources)
+  assert scores.bleu == pytest.approx(100.0, rel=1e-12) and scores.sources == 1
+  assert scores.signatures["bleu"].startswith("nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|")
   # Pairs: matches 7+2 of 7+7 unigrams ("the", "."), 6+0 of 6+6 bigrams ... 4+0 of 4+4; the
   # references have 7 + 8 tokens, the hypotheses 14 (brevity penalty).
   expected = 100 * math.exp(1 - 15 / 14) * math.prod([9 / 14, 6 / 12, 5 / 10, 4 / 8]) ** 0.25
-  assert metrics.corpus_bleu(hyps, refs) == pytest.approx(expected, rel=1e-12)
+  assert metrics.score_translations(hyps, refs).bleu == pytest.approx(expected, rel=1e-12)
 
 
 # ---- a tiny Transformer overfit on one batch, searched, saved and translated from the CLI
@@ -136,16 +143,50 @@ def _tiny_config(name: str = "transformer") -> config_lib.Config:
 
 @pytest.fixture(scope="module")
 def sample():
-  return TranslationData.load(max_src_len=WIDTH, max_tgt_len=WIDTH, boundaries=(WIDTH,))
+  return TranslationData.load(tokenizer="sentencepiece", vocab_size=PIECES, max_src_len=WIDTH,
+                              max_tgt_len=WIDTH, boundaries=(WIDTH,))
+
+
+def test_scores_equal_sacrebleu_on_real_sample_lines(sample):
+  """Cased, lowercased BLEU and chrF of outputs against the raw French references of the sample's
+  test split, exactly as sacrebleu computes them when called directly."""
+  refs, sources = sample.references("test"), sample.sources("test")
+  multi = next(s for s in sources if sources.count(s) == 3)  # an English sentence, 3 references
+  lines = [i for i, s in enumerate(sources) if s == multi] + [
+      i for i, s in enumerate(sources) if sources.count(s) == 1][:6]
+  refs, sources = [refs[i] for i in lines], [sources[i] for i in lines]
+  assert len(lines) == 9 and any(ref != ref.lower() for ref in refs)
+  # Outputs a model might give: the first reference lowercased, words dropped, one exact.
+  hyps = [refs[0].lower()] * 3 + [refs[3], " ".join(refs[4].split()[:-1]), refs[5].lower(),
+                                    refs[6].upper(), " ".join(refs[7].split()[1:]), refs[8]]
+  scores = metrics.score_translations(hyps, refs, sources)
+  streams = [[refs[0], *refs[3:]], [refs[1]] + [None] * 6, [refs[2]] + [None] * 6]
+  outputs = [hyps[0], *hyps[3:]]  # the 7 distinct sources, each once
+  direct = {"bleu": sacrebleu.BLEU(), "bleu_lowercase": sacrebleu.BLEU(lowercase=True),
+            "chrf": sacrebleu.CHRF()}
+  for name, metric in direct.items():
+    assert getattr(scores, name) == metric.corpus_score(outputs, streams).score
+    assert scores.signatures[name] == str(metric.get_signature())
+  assert scores.sources == 7 and scores.bleu < scores.bleu_lowercase
+  version = sacrebleu.__version__
+  assert scores.signatures == {
+      "bleu": f"nrefs:var|case:mixed|eff:no|tok:13a|smooth:exp|version:{version}",
+      "bleu_lowercase": f"nrefs:var|case:lc|eff:no|tok:13a|smooth:exp|version:{version}",
+      "chrf": f"nrefs:var|case:mixed|eff:yes|nc:6|nw:0|space:no|version:{version}"}
+  # One reference per line: sacrebleu's corpus_bleu on the lines as they are.
+  single = metrics.score_translations(hyps, refs)
+  assert single.bleu == sacrebleu.corpus_bleu(hyps, [refs]).score
+  assert single.chrf == sacrebleu.corpus_chrf(hyps, [refs]).score
+  assert single.signatures["bleu"].startswith("nrefs:1|") and single.sources == 9
 
 
 def _overfit_batch(data: TranslationData) -> dict[str, np.ndarray]:
-  """B training pairs with different sources that fit the width, as one padded batch."""
+  """B training pairs with different sources that fit the width whole, as one padded batch."""
   train = data.splits["train"].sequences
   chosen, seen = [], set()
   for i in range(len(train["src"])):
     src = tuple(train["src"][i])
-    if src not in seen and 3 <= len(src) <= WIDTH and 3 <= len(train["tgt_out"][i]) <= WIDTH:
+    if src not in seen and 3 <= len(src) < WIDTH and 3 <= len(train["tgt_out"][i]) < WIDTH:
       seen.add(src)
       chosen.append(i)
     if len(chosen) == B:
@@ -197,16 +238,42 @@ def test_beam_search_on_the_trained_model(overfit):
   task, params, batch, _ = overfit
   sources = [batch["src"][b, :batch["src_len"][b]] for b in range(B)]
   beams = task.decode(params, sources, beam_size=3, length_penalty=0.0)
+  suppressed = set(task.suppressed_ids)
+  assert suppressed == {PAD_ID, UNK_ID, BOS_ID}  # subword targets never hold them
   log_probs = jax.jit(lambda *args: jax.nn.log_softmax(task.model.logits(*args), axis=-1))
   logp = np.asarray(log_probs(params, batch["src"], batch["src_len"], batch["tgt_in"]))  # (B,T,V)
   for b, ((hyps, scores), target) in enumerate(zip(beams, _targets(batch))):
     assert len(hyps) == 3 and list(hyps[0]) == target
     assert scores[0] >= scores[1] >= scores[2]
     assert len({tuple(h) for h in hyps}) == 3  # three different hypotheses
+    assert not suppressed & {token for h in hyps for token in h}
     # The best score is the teacher-forced log-probability of the target and eos.
     path = [*target, EOS_ID]
     expected = sum(logp[b, t, token] for t, token in enumerate(path))
     assert scores[0] == pytest.approx(expected, abs=1e-4)
+
+
+def test_decoding_never_emits_unk_pad_or_bos_with_subwords(overfit):
+  task, params, batch, _ = overfit
+  sources = [batch["src"][b, :batch["src_len"][b]] for b in range(B)]
+  # An output bias that makes unk the most likely token at every step.
+  biased = {**params, "output": {**params["output"],
+                                 "bias": params["output"]["bias"].at[UNK_ID].add(1e3)}}
+  raw = task.decoder(biased, batch["src"], batch["src_len"], max_len=WIDTH)  # no ban: all unk
+  assert np.all(raw.tokens[:, 0, :WIDTH - 1] == UNK_ID)
+  for beam in (1, 3):
+    for hyps, scores in task.decode(biased, sources, beam_size=beam):
+      assert not {PAD_ID, UNK_ID, BOS_ID} & {token for h in hyps for token in h}
+      assert all(np.isfinite(scores))
+  # Bans of one's own add to them: the first source may not start with its own first token.
+  first = _targets(batch)[0][0]
+  banned = [np.array([first], np.int32)] + [np.zeros((0,), np.int32)] * (B - 1)
+  (hyps, _), *rest = task.decode(params, sources, banned_tokens=banned)
+  assert hyps[0][0] != first and [h[0] for h, _ in rest] == _targets(batch)[1:]
+  (hyps, _), *_ = task.decode(biased, sources, banned_tokens=banned)
+  assert hyps[0][0] != first and UNK_ID not in hyps[0]
+  with pytest.raises(ValueError, match=r"banned_tokens\[0\]: expected ids of shape"):
+    task.decode(params, sources, banned_tokens=[np.zeros((WIDTH + 1,), np.int32)] * B)
 
 
 def test_attention_rows_are_distributions_over_the_source(overfit):
@@ -220,16 +287,18 @@ def test_attention_rows_are_distributions_over_the_source(overfit):
 
 @pytest.fixture(scope="module")
 def workdir(overfit, tmp_path_factory):
-  """A run directory holding the overfit parameters as its best checkpoint."""
+  """A run directory holding the overfit parameters as its best checkpoint and the subword
+  model; its config names data that does not exist, so a command that opened the data fails."""
   task, params, _, _ = overfit
   path = str(tmp_path_factory.mktemp("translation_run"))
+  saved = config_lib.to_dict(task.config)
+  saved["data_dir"] = os.path.join(path, "moved-away", "fra-eng.zip")
   with open(os.path.join(path, trainer.CONFIG_FILE), "w", encoding="utf-8") as f:
-    json.dump(config_lib.to_dict(task.config), f)
+    json.dump(saved, f)
   ckpts = Checkpoints(path, best_metric="dev/bleu", best_mode="max", asynchronous=False)
   ckpts.save_best(1, params, {"dev/bleu": 1.0})
   ckpts.close()
-  assert sorted(map(os.path.basename, task.save_artifacts(path))) == ["src_vocab.json",
-                                                                      "tgt_vocab.json"]
+  assert sorted(map(os.path.basename, task.save_artifacts(path))) == ["sentencepiece.model"]
   return path
 
 
@@ -240,32 +309,121 @@ def test_cli_translate_prints_the_learned_translation_and_saves_a_heatmap(
   expected = task.target_text(_targets(batch)[1])
   png = str(tmp_path / "heat.png")
   assert cli.main(["translate", source, "--workdir", workdir, "--beam", "3", "--num-results",
-                   "2", "--heatmap", png]) == 0
+                   "2", "--tsv", "--heatmap", png]) == 0
   captured = capsys.readouterr()
   lines, notes = captured.out.splitlines(), captured.err.splitlines()
   assert notes[0].startswith("# transformer from") and "beam 3" in notes[0]
+  assert notes[0].endswith("translation, log-probability, input")
   assert notes[-1] == f"heatmap saved to {png}"
-  text, score, echoed = lines[0].split("\t")
-  assert (text, echoed) == (expected, source) and float(score) <= 0
-  assert len(lines) == 2 and lines[1].startswith("  2. ")
+  assert len(lines) == 2  # --num-results 2: two rows for the one input, best first
+  (text, score, echoed), (_, second, again) = (line.split("\t") for line in lines)
+  assert (text, echoed, again) == (expected, source, source)
+  assert 0 >= float(score) >= float(second)
   with open(png, "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_translate_writes_one_line_per_input_in_order(overfit, workdir, capsys, tmp_path,
+                                                          monkeypatch):
+  task, _, batch, _ = overfit
+  sources = [task.data.source_text(batch["src"][b]) for b in range(B)]
+  expected = [task.target_text(target) for target in _targets(batch)]
+  order = [3, 0, 4, 1, 2, 3]  # a repeated input gets its line twice
+  path = tmp_path / "english.txt"
+  path.write_text("".join(sources[i] + "\n" for i in order), encoding="utf-8")
+  assert cli.main(["translate", "--input-file", str(path), "--workdir", workdir]) == 0
+  assert capsys.readouterr().out.splitlines() == [expected[i] for i in order]
+  with open(path, encoding="utf-8") as stdin:
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert cli.main(["translate", "--workdir", workdir, "--tsv", "--beam-size", "3"]) == 0
+  rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+  assert [(text, source) for text, _, source in rows] == [(expected[i], sources[i]) for i in order]
+  assert cli.main(["translate", sources[0], "--workdir", workdir, "--beam-size", "3",
+                   "--num-results", "2"]) == 2
+  assert "--num-results above 1 needs --tsv" in capsys.readouterr().err
+  assert cli.main(["translate", " ", "--workdir", workdir]) == 2
+  assert "has nothing to translate" in capsys.readouterr().err
+
+
+def test_cli_evaluate_pairs_prints_sacrebleu_with_signatures(overfit, workdir, capsys, tmp_path):
+  task, params, batch, _ = overfit
+  sources = [task.data.source_text(batch["src"][b]) for b in range(B)]
+  targets = [task.target_text(target) for target in _targets(batch)]
+  # A second reference for the first source (multi-reference), one wrong reference, and the
+  # references in another case than the outputs.
+  english = [*sources, sources[0], sources[2]]
+  french = [targets[0], targets[1].upper(), *targets[2:], "Autre chose, vraiment.",
+            "Une tout autre phrase."]
+  path = tmp_path / "pairs.tsv"
+  path.write_text("".join(f"{e}\t{f}\n" for e, f in zip(english, french)), encoding="utf-8")
+  assert cli.main(["evaluate", "--workdir", workdir, "--pairs", str(path), "--beam-size",
+                   "1"]) == 0
+  printed = json.loads(capsys.readouterr().out)
+  # The same figures from sacrebleu called directly: the first and third sources against two
+  # references each, the others against one.
+  hyps = [task.target_text(h[0]) for h, _ in task.decode(
+      params, [batch["src"][b, :batch["src_len"][b]] for b in range(B)])]
+  assert hyps == targets
+  streams = [[french[0], french[1], french[2], french[3], french[4]],
+             [french[5], None, french[6], None, None]]
+  expected = {"bleu": sacrebleu.BLEU(), "bleu_lowercase": sacrebleu.BLEU(lowercase=True),
+              "chrf": sacrebleu.CHRF()}
+  for name, metric in expected.items():
+    assert printed["metrics"][name] == pytest.approx(metric.corpus_score(hyps, streams).score,
+                                                     rel=1e-12)
+    assert printed["signatures"][name] == str(metric.get_signature())
+  assert printed["signatures"]["bleu"].startswith("nrefs:var|case:mixed|eff:no|tok:13a|")
+  assert printed["signatures"]["bleu_lowercase"].startswith("nrefs:var|case:lc|")
+  assert printed["metrics"]["bleu_lowercase"] > printed["metrics"]["bleu"] > 0  # upper-case line
+  assert (printed["lines"], printed["sources"], printed["beam_size"]) == (7, 5, 1)
+
+  for content, message in (("Go.\tVa !\nHi.\n", "line 2: expected English<TAB>French (two "
+                                                   "fields), got 1 field: 'Hi.'"),
+                           ("Go.\tVa !\tAllez !\n", "line 1: expected English<TAB>French "
+                                                      "(two fields), got 3 fields"),
+                           ("Go.\tVa !\n\tSalut.\n", "line 2: the English side is empty"),
+                           ("Go.\t \n", "line 1: the French side is empty"),
+                           ("", "holds no pairs")):
+    path.write_text(content, encoding="utf-8")
+    assert cli.main(["evaluate", "--workdir", workdir, "--pairs", str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_d2l_words_stay_one_option_away(tmp_path):
+  cfg = config_lib.override(_tiny_config(), ["--data.tokenizer", "d2l_words"])
+  words = TranslationData.load(max_src_len=WIDTH, max_tgt_len=WIDTH, boundaries=(WIDTH,))
+  task = task_lib.TranslationTask(cfg, data=words)
+  assert not task.subwords and task.suppressed_ids == ()  # word targets do hold unk
+  assert task.text.tokenize("I won!") == ["i", "won", "!"]
+  assert task.text.detokenize(["j'ai", "gagné", "!"]) == "j'ai gagné!"
+  assert task.src_vocab is words.src_vocab and task.tgt_vocab is words.tgt_vocab
+  assert len(task.src_vocab) != len(task.tgt_vocab)  # one vocabulary per language
+  written = task.save_artifacts(str(tmp_path))
+  assert sorted(map(os.path.basename, written)) == ["src_vocab.json", "tgt_vocab.json"]
+  assert task.encode_source("Go.")[0] == ["go", "."]
 
 
 def test_extra_eval_and_on_train_end(overfit, tmp_path):
   task, params, _, _ = overfit
   result = trainer.evaluate(task, params, "test")
-  assert set(result) == {"loss", "nll", "token_accuracy", "perplexity", "bleu", "bleu_beam",
-                         "bleu_multiref", "bleu_beam_multiref", "multiref_sources"}
+  assert set(result) == {"loss", "nll", "token_accuracy", "perplexity", "bleu", "bleu_lowercase",
+                         "chrf", "bleu_beam", "bleu_lowercase_beam", "chrf_beam", "sources"}
   assert result["perplexity"] == pytest.approx(np.exp(result["nll"]), rel=1e-6)
-  assert result["perplexity"] > 1 and 0 <= result["bleu"] <= 100
-  assert 1 <= result["multiref_sources"] <= 11
-  keys = task.source_keys("test")
-  assert len(keys) == task.data.num_examples("test") and len(set(keys)) < len(keys)
+  assert result["perplexity"] > 1 and 0 <= result["bleu"] <= result["bleu_lowercase"] <= 100
+  assert 1 <= result["sources"] <= 11
+  signatures = task.metric_signatures("test")
+  assert set(signatures) == set(result) - {"loss", "nll", "token_accuracy", "perplexity",
+                                           "sources"}
+  assert signatures["bleu_beam"].startswith("nrefs:") and "|tok:13a|" in signatures["bleu_beam"]
+  assert signatures["chrf"].startswith("nrefs:") and "|nc:6|nw:0|" in signatures["chrf"]
+  # Several test lines translate one English sentence: the scores group them by source.
+  sources = task.data.sources("test")
+  assert len(sources) == task.data.num_examples("test") and len(set(sources)) < len(sources)
   task.on_train_end(params, str(tmp_path))
   with open(tmp_path / task_lib.EXAMPLES_FILE, encoding="utf-8") as f:
     examples = json.load(f)
   assert set(examples["greedy"]) == set(task_lib.D2L_SENTENCES) == set(examples["beam3"])
+  assert not any("<unk>" in text or "\u2047" in text for text in examples["greedy"].values())
   lines = (tmp_path / task_lib.TEST_TRANSLATIONS_FILE).read_text(encoding="utf-8").splitlines()
   assert len(lines) == 12 and lines[0] == "source\treference\tgreedy\tbeam"
   assert all(os.path.exists(tmp_path / f"attention-{i}.png") for i in range(1, 5))

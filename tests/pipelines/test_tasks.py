@@ -127,6 +127,7 @@ def test_cache_round_trip_and_staleness(tmp_path):
   assert why == "" and back.report["cache"] == f"loaded from {path}"
   assert back.src_vocab == data.src_vocab and back.tgt_vocab == data.tgt_vocab
   assert back.references("dev") == data.references("dev")
+  assert back.sources("dev") == data.sources("dev") == ["Go home.", "Tom runs."]
   assert {k: v for k, v in back.report.items() if k not in ("vocab", "cache")} == {
       k: v for k, v in data.report.items() if k != "vocab"}
   for split in ("train", "dev"):
@@ -247,9 +248,13 @@ def test_translation_ids_are_exact():
   assert data.src_vocab.decode(src[long], strip_special=False) == [
       "it", "is", "a", "very", "long", "<eos>"]
   assert data.tgt_vocab.decode(tgt_out[long]) == ["c'est", "une", "très", "longue"]
-  assert data.references("dev") == ["rentre.", "tom court."]
+  # BLEU scores against the raw, cased texts; the sources group a sentence's references.
+  assert data.references("dev") == ["Rentre.", "Tom court."]
+  assert data.sources("dev") == ["Go home.", "Tom runs."]
   with pytest.raises(ValueError, match="no reference texts"):
     data.references("train")
+  with pytest.raises(ValueError, match="no source texts"):
+    data.sources("train")
 
 
 def test_translation_batches_and_text():
