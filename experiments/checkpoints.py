@@ -133,6 +133,10 @@ class Checkpoints:
     self.latest.save(step, force=True, args=ocp.args.Composite(
         state=ocp.args.StandardSave(_state_tree(state)), meta=ocp.args.JsonSave(meta)))
 
+  def read_meta(self, step: int) -> dict[str, Any]:
+    """The JSON metadata of the latest-checkpoint `step`, without restoring its state."""
+    return self.latest.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
+
   def restore(self, abstract_state: TrainState, sharding, step: int | None = None
               ) -> tuple[TrainState, dict[str, Any]]:
     """Restores the latest (or the given) checkpoint into the structure of `abstract_state`.

@@ -196,6 +196,10 @@ class Task(abc.ABC):
       metrics: the weighted means the engine has just computed over the split (so a task derives
         e.g. perplexity from 'nll' without a second pass).
 
+    In a multi-process run every process calls it, with the same metrics and a copy of the
+    parameters on its own devices, and must return the same values (each may e.g. decode the
+    whole split).
+
     Returns:
       name -> value for exactly `extra_metric_names(split)`; the engine adds the split prefix.
     """
@@ -203,5 +207,8 @@ class Task(abc.ABC):
     return {}
 
   def on_train_end(self, params: Any, workdir: str) -> None:
-    """Called once with the parameters used for the test evaluation (to draw a heatmap, ...)."""
+    """Called once with the parameters used for the test evaluation (to draw a heatmap, ...).
+
+    In a multi-process run only process 0 calls it, with a copy of the parameters on its own
+    devices (a computation on the global arrays would wait for the other processes forever)."""
     del params, workdir
