@@ -181,11 +181,9 @@ def wait_for_coordinator(address: str, timeout_s: float) -> None:
       "the host name and port, and that no firewall blocks it")
 
 
-def _stop_process(message: str) -> None:
-  """Ends this process at once with `message` on stderr (the main thread may be stuck in JAX)."""
+def _error_to_stderr(message: str) -> None:
   sys.stderr.write(f"error: {message}\n")
   sys.stderr.flush()
-  os._exit(PEER_FAILURE_STATUS)  # pylint: disable=protected-access
 
 
 def _jax_timeout(seconds: float) -> int:
@@ -220,21 +218,23 @@ def initialize(options: Options | None,
   if jax.distributed.is_initialized():
     raise DistributedInitError("jax.distributed is initialized already: call initialize once")
 
+  report = report or _error_to_stderr
+
   def stop(message: str) -> None:
-    if report is not None:
-      report(message)
-      os._exit(PEER_FAILURE_STATUS)  # pylint: disable=protected-access
-    _stop_process(message)
+    """Ends this process at once: its main thread may be stuck in JAX, beyond any exception."""
+    report(message)
+    os._exit(PEER_FAILURE_STATUS)  # pylint: disable=protected-access
 
   timeout = options.init_timeout_s
   if options.coordinator_address and options.process_id not in (None, 0):
     wait_for_coordinator(options.coordinator_address, timeout)
   jax.config.update("jax_enable_preemption_service", False)
   where = options.coordinator_address or "the address JAX detected"
+  count = f"{options.num_processes} " if options.num_processes else ""
   guard = threading.Timer(timeout, stop, args=(
-      f"not all {options.num_processes or ''} processes joined the coordinator at {where} within "
-      f"--init-timeout {timeout:g} s; start every process (--process-id 0 .. N-1) with the same "
-      "--coordinator-address and --num-processes".replace("all  ", "all "),))
+      f"not all {count}processes joined the coordinator at {where} within --init-timeout "
+      f"{timeout:g} s; start every process (--process-id 0 .. N-1) with the same "
+      "--coordinator-address and --num-processes",))
   guard.daemon = True
   guard.start()
   try:

@@ -143,8 +143,8 @@ class PeerWatchdog:
       if dead and not self._done.is_set():
         names = ", ".join(map(str, dead))
         self._fail(f"process{'es' if len(dead) > 1 else ''} {names} of {self.num_processes} sent "
-                   f"no heartbeat for {self.timeout:g} s (--heartbeat-timeout): died, killed or "
-                   f"hanging. Process {self.process_id} stops too.")
+                   f"no heartbeat for {self.timeout:g} s (--heartbeat-timeout): it failed, died or "
+                   f"hangs (see its output). Process {self.process_id} stops too.")
         return
 
   def _fail(self, message: str) -> None:

@@ -17,7 +17,10 @@ builds such a pair.
 Data: a task either returns a prepared dataset from `load_data` (an object with
 `train_batches(batch_size, seed)` and `eval_batches(split, batch_size)`, as every
 `pipelines.tasks.TaskData` has), and the base class does the batching, or overrides
-`train_batches`, `steps_per_epoch` and `eval_batches` itself.
+`train_batches`, `steps_per_epoch` and `eval_batches` itself. In a multi-process run
+(experiments/distributed.py) each process's batches are its own rows of every global batch of
+`batch_size` rows (rows [p*b, (p+1)*b), b = batch_size // process_count, as the pipelines' Batcher
+yields them), and every process yields equally many batches with the same iterator positions.
 
 Artifacts: what a trained run needs besides its parameters to predict (vocabularies). A task names
 them in `ARTIFACTS` (name -> file in the run's directory) and returns the ones its data built from

@@ -210,7 +210,8 @@ def test_multihost_stops_together_and_a_dead_process_is_named_and_the_run_resume
   status0, out0 = ends[0]
   assert status0 == distributed.PEER_FAILURE_STATUS, out0
   message = re.search(r"^error: process 1 of 2 sent no heartbeat for 4 s \(--heartbeat-timeout\): "
-                      r"died, killed or hanging\. Process 0 stops too\. The last complete "
+                      r"it failed, died or hangs \(see its output\)\. Process 0 stops too\. The "
+                      r"last complete "
                       r"checkpoint, step (\d+) in (.*), is good: start every process again with "
                       r"the same command to resume from it\.$", out0, re.M)
   assert message, out0
@@ -263,6 +264,21 @@ def test_multihost_unreachable_coordinator_fails_fast_naming_it(tmp_path):
       r"the host name and port, and that no firewall blocks it", console.notes[-1]), console.notes
   assert not jax.distributed.is_initialized()
   assert not os.path.exists(tmp_path / "run")
+
+
+def test_multihost_a_process_waiting_for_the_others_stops_after_the_init_timeout(tmp_path):
+  # Process 0 serves the coordinator, but process 1 never comes.
+  address = f"127.0.0.1:{_free_port()}"
+  argv = _train_argv(str(tmp_path / "run")) + [
+      "--coordinator-address", address, "--num-processes", "2", "--process-id", "0",
+      "--init-timeout", "2"]
+  done = subprocess.run(argv, env=_environment(), cwd=str(tmp_path), capture_output=True,
+                        text=True, timeout=TIMEOUT_S, check=False)
+  assert done.returncode == distributed.PEER_FAILURE_STATUS, done.stderr
+  assert (f"error: not all 2 processes joined the coordinator at {address} within --init-timeout "
+          "2 s; start every process (--process-id 0 .. N-1) with the same --coordinator-address "
+          "and --num-processes") in done.stderr.splitlines()
+  assert not os.path.exists(tmp_path / "run" / "checkpoints")
 
 
 @pytest.mark.parametrize("flags, env, message", [
