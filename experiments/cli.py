@@ -1,8 +1,11 @@
 """The command line: `python -m experiments <command> ...` (parsing and printing only).
 
-  train <experiment> [--model NAME] [--data-dir PATH] [--workdir DIR] [overrides] [--show-config]
-        [--coordinator-address HOST:PORT --num-processes N --process-id I | --distributed]
-      Trains a named run; rerunning the same command resumes it. --show-config prints the settings.
+  train <experiment> [--model NAME] [--data-dir PATH] [--workdir DIR] [--SECTION.FIELD VALUE ...]
+        [--show-config] [--coordinator-address HOST:PORT --num-processes N --process-id I |
+        --distributed]
+      Trains a named run; rerunning the same command resumes it. Any setting of the run's config
+      is overridden by its dotted path (`--optimizer.learning_rate=3e-4 --train.num_epochs 4`;
+      parsed by tyro, see experiments/config.py). --show-config prints the settings and exits.
       With the multi-process flags (experiments/distributed.py) it is one process of a run over
       several hosts; every process gets the same command apart from --process-id.
   evaluate --workdir DIR [--split test] [--checkpoint best|latest] [--data-dir PATH]
@@ -102,15 +105,16 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
                       help="import MODULE first (it may register more experiments)")
   commands = parser.add_subparsers(dest="command", required=True)
 
-  train = commands.add_parser("train", help="train a named run (resumes from --workdir)")
+  train = commands.add_parser(
+      "train", help="train a named run (resumes from --workdir)", allow_abbrev=False,
+      epilog="Any config setting is overridden by its dotted path, e.g. "
+      "--optimizer.learning_rate=3e-4 --train.num_epochs 4 --data.boundaries 64 128 256 "
+      "--train.progress_bar False; --show-config lists them all with their values.")
   train.add_argument("experiment")
   train.add_argument("--model", help="the named run within the experiment (default: its default)")
   train.add_argument("--data-dir", help="the data (default: the sample shipped with the package)")
   train.add_argument("--workdir", help="checkpoints, logs and results (default: runs/<experiment>-"
                      "<model>)")
-  train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a config field, e.g. --set optimizer.learning_rate=3e-4 "
-                     "(repeatable)")
   train.add_argument("--show-config", action="store_true", help="print the settings and exit")
   distributed.add_arguments(train)
 
@@ -156,7 +160,13 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
   known, _ = pre.parse_known_args(argv)
   experiments = registry.load_experiments(known.imports)
   parser = build_parser(experiments)
-  args = parser.parse_args(argv)
+  # The train command's config overrides (--train.num_epochs 4 ...) are left over for tyro.
+  args, overrides = parser.parse_known_args(argv)
+  if overrides and args.command != "train":
+    parser.error(f"unrecognized arguments: {' '.join(overrides)}")
+  if "--set" in overrides:
+    parser.error("--set KEY=VALUE is gone: override a setting by its dotted path, e.g. "
+                 "--optimizer.learning_rate=3e-4 (see --show-config for the names)")
   if args.command == "list":
     return _list(experiments, console)
 
@@ -164,7 +174,7 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
   try:
     if args.command == "train":
       cfg = runs.make_config(args.experiment, args.model, data_dir=args.data_dir,
-                             overrides=args.overrides)
+                             overrides=overrides)
       if args.show_config:
         console.print(config_lib.describe(cfg))
         return 0

@@ -1,27 +1,34 @@
-"""Typed run configurations and command-line overrides.
+"""Typed run configurations: what they hold, how the command line overrides them, their JSON form.
 
 A run is described by a `Config`: the engine's own settings (`train`, `optimizer`) plus two slots
 an experiment fills with its own dataclasses (`model`, `data`). Each named run (an experiment and a
 model name) is a function returning a `Config`; its docstring says how to run it and what it
 reached.
 
-Overrides address a field by its dotted path, `optimizer.learning_rate=3e-4`, by its bare name when
-that name is unique across the whole config (`learning_rate=3e-4`), or by an alias (`lr`, `epochs`,
-`steps`). Values are parsed to the type the field is declared with (int, float, bool, str, Literal
-choices, `X | None`, tuples); an unknown or ambiguous key raises a ValueError that lists the valid
-keys.
+Every setting has one name, its dotted path, from the command line to config.json:
+
+    python -m experiments train sentiment --optimizer.learning_rate=3e-4 --train.num_epochs 4 \
+        --data.boundaries 64 128 256 --data.max_size None --train.progress_bar False
+
+The command-line overrides are parsed by tyro against the declared field types (`override`); the
+saved config.json is read back into the dataclasses by dacite (`update_from_dict`). Neither parses a
+value by hand: an unknown field, a value of the wrong type or a choice that is not offered is an
+error that names the field.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import difflib
+import io
 import json
-import types
-import typing
-from typing import Any, Iterable, Literal, Mapping
+import os
+import re
+from typing import Any, Literal, Mapping, Sequence
 
+import dacite
 import jax.numpy as jnp
+import tyro
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
@@ -136,12 +143,165 @@ class Config:
     return _DTYPES[self.train.param_dtype]
 
 
+
+# Settings renamed since runs were first saved: config.json files written under the old name load
+# under the new one (a renamed field must keep its meaning).
+RENAMED_KEYS = {"data.buckets": "data.boundaries", "data.max_vocab": "data.max_size"}
+
+
+class ConfigError(ValueError):
+  """A config override or a saved config that does not fit the declared fields."""
+
+
+def sections(cfg: Config) -> dict[str, Any]:
+  """The dataclass-valued fields of `cfg` by name: train, optimizer and, when set, model, data."""
+  return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
+          if dataclasses.is_dataclass(getattr(cfg, f.name))}
+
+
 # --------------------------------------------------------------------------------------------------
-# Walking a config: every settable leaf is a dotted path to a field that is not itself a dataclass.
+# Command-line overrides (tyro).
 
 
-def _field_types(obj) -> dict[str, Any]:
-  return typing.get_type_hints(type(obj))
+def _overrides_class(cfg: Config) -> type:
+  """A dataclass with one field per section of `cfg`, typed by the section's own class.
+
+  `Config.model` and `Config.data` are declared `Any` (each experiment brings its own classes);
+  tyro needs the concrete classes to know the fields and their types.
+  """
+  return dataclasses.make_dataclass(
+      "Overrides", [(name, type(value)) for name, value in sections(cfg).items()])
+
+
+def _plain_text(tyro_output: str) -> str:
+  """tyro's error panel as plain lines: box drawing and padding removed."""
+  lines = (re.sub(r"[\u2500-\u257f]", "", line).strip() for line in tyro_output.splitlines())
+  kept = [line for line in lines if line and set(line) != {"-"} and not line.startswith("For full")]
+  return "\n".join(kept)
+
+
+@contextlib.contextmanager
+def _wide_terminal(columns: int = 1000):
+  """Lets tyro write each message on one line (it wraps at the terminal's width, read from
+  $COLUMNS), so that the error raised keeps whole sentences."""
+  before = os.environ.get("COLUMNS")
+  os.environ["COLUMNS"] = str(columns)
+  try:
+    yield
+  finally:
+    if before is None:
+      del os.environ["COLUMNS"]
+    else:
+      os.environ["COLUMNS"] = before
+
+
+def override(cfg: Config, args: Sequence[str], prog: str = "python -m experiments train") -> Config:
+  """A copy of `cfg` with command-line overrides applied.
+
+  Args:
+    cfg: a Config whose sections (train, optimizer, model, data) are dataclasses.
+    args: command-line words, one field per flag named by its dotted path:
+      ['--optimizer.learning_rate=3e-4', '--train.num_epochs', '4', '--data.boundaries', '8', '16',
+      '--data.max_size', 'None', '--train.progress_bar=False'] (tuples take several words;
+      booleans True or False; optional fields None).
+    prog: the command named in error messages.
+
+  Returns:
+    A new Config; `cfg` is left unchanged.
+
+  Raises:
+    ConfigError: an unknown field (with the closest names), a value that does not parse to the
+      field's type, or a choice that is not offered; the message is tyro's.
+  """
+  if not args:
+    return copy_config(cfg)
+  overrides_class = _overrides_class(cfg)
+  output = io.StringIO()
+  try:
+    with contextlib.redirect_stderr(output), contextlib.redirect_stdout(output), _wide_terminal():
+      parsed = tyro.cli(overrides_class, args=list(args), default=overrides_class(**sections(cfg)),
+                        prog=prog, use_underscores=True, config=(tyro.conf.FlagConversionOff,))
+  except SystemExit:
+    raise ConfigError(_plain_text(output.getvalue()) or f"bad config overrides: {list(args)}") \
+        from None
+  return dataclasses.replace(cfg, **{f.name: copy_config(getattr(parsed, f.name))
+                                     for f in dataclasses.fields(parsed)})
+
+
+def copy_config(cfg):
+  """A deep copy of a dataclass config (nested dataclasses are copied too)."""
+  changes = {}
+  for field in dataclasses.fields(cfg):
+    value = getattr(cfg, field.name)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+      changes[field.name] = copy_config(value)
+  return dataclasses.replace(cfg, **changes)
+
+
+# --------------------------------------------------------------------------------------------------
+# The JSON form (config.json; dacite reads it back).
+
+
+def to_dict(cfg) -> dict[str, Any]:
+  """The config as plain JSON-ready data (tuples become lists)."""
+  return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+
+
+def with_current_names(values: Mapping[str, Any]) -> dict[str, Any]:
+  """A copy of a saved config dict with every key of RENAMED_KEYS moved to its current name."""
+  values = json.loads(json.dumps(values))
+  for old, new in RENAMED_KEYS.items():
+    *parents, old_leaf = old.split(".")
+    owner = values
+    for part in parents:
+      owner = owner.get(part) if isinstance(owner, dict) else None
+    if isinstance(owner, dict) and old_leaf in owner:
+      owner[new.rsplit(".", 1)[-1]] = owner.pop(old_leaf)
+  return values
+
+
+_DACITE = dacite.Config(cast=[tuple], strict=True, type_hooks={float: float})
+
+
+def _merged(current, saved: Mapping[str, Any], path: str):
+  """`current` (a dataclass) with the saved values applied, through dacite's type checks."""
+  if not isinstance(saved, Mapping):
+    raise ConfigError(f"{path}: expected a mapping of its fields, got {saved!r}")
+  data = {**dataclasses.asdict(current), **saved}
+  try:
+    return dacite.from_dict(type(current), data, config=_DACITE)
+  except dacite.UnexpectedDataError as e:
+    names = ", ".join(f.name for f in dataclasses.fields(current))
+    raise ConfigError(f"unknown config keys {sorted(e.keys)} in {path}; its fields are: "
+                      f"{names}") from None
+  except dacite.DaciteError as e:
+    raise ConfigError(f"{path}: {e}") from None
+
+
+def update_from_dict(cfg: Config, values: Mapping[str, Any]) -> Config:
+  """Returns a copy of `cfg` with the entries of `values` (as written by `to_dict`) applied.
+
+  Keys renamed since (RENAMED_KEYS) are read under their current names.
+
+  Raises:
+    ConfigError: a key `cfg` does not have, or a value of the wrong type (each named by its path).
+  """
+  values = with_current_names(values)
+  parts = sections(cfg)
+  names = [f.name for f in dataclasses.fields(cfg)]
+  unknown = sorted(set(values) - set(names))
+  if unknown:
+    raise ConfigError(f"unknown config keys {unknown}; the top-level keys are: {', '.join(names)}")
+  changes = {}
+  for name, value in values.items():
+    if name in parts:
+      changes[name] = _merged(parts[name], value, name)
+    elif name in ("model", "data") and value is not None:
+      raise ConfigError(f"{name}: the named run has no {name} settings, but the saved config has "
+                        f"{value!r}")
+    else:
+      changes[name] = value
+  return dataclasses.replace(copy_config(cfg), **changes)
 
 
 def leaf_paths(cfg) -> list[str]:
@@ -156,198 +316,8 @@ def leaf_paths(cfg) -> list[str]:
   return paths
 
 
-# Short names people type anyway; used when the config has no field of that name.
-ALIASES = {"lr": "optimizer.learning_rate", "epochs": "train.num_epochs",
-           "steps": "train.num_steps"}
-
-
-def _resolve(cfg, key: str) -> str:
-  """Turns a dotted path, a unique bare field name or an alias into a full dotted path."""
-  paths = leaf_paths(cfg)
-  if key in paths:
-    return key
-  if "." not in key and key in ALIASES and not any(p.endswith("." + key) for p in paths):
-    return ALIASES[key]
-  if "." not in key:
-    matches = [p for p in paths if p.rsplit(".", 1)[-1] == key]
-    if len(matches) == 1:
-      return matches[0]
-    if len(matches) > 1:
-      raise ValueError(f"config key {key!r} is ambiguous; write one of: {', '.join(matches)}")
-  # Suggest fields of the same section whose names are spelled alike ('widht' -> 'width').
-  section, _, leaf = key.rpartition(".")
-  names = [p for p in paths if p.rpartition(".")[0] == section or not section]
-  close = difflib.get_close_matches(leaf, [p.rpartition(".")[2] for p in names], n=3, cutoff=0.75)
-  close = [p for p in names if p.rpartition(".")[2] in close]
-  hint = f" (did you mean {' or '.join(close)}?)" if close else ""
-  raise ValueError(f"unknown config key {key!r}{hint}; valid keys are: {', '.join(paths)}")
-
-
-def _is_union(tp) -> bool:
-  return typing.get_origin(tp) in (typing.Union, types.UnionType)
-
-
-def parse_value(text: str, tp, key: str = "value"):
-  """Parses command-line `text` to the declared type `tp`.
-
-  Handles bool ('true/false/yes/no/1/0'), int, float, str, Literal choices, optional types ('none'
-  or 'null' give None), tuples ('a,b,c') and Any (a JSON value if `text` parses as one, else the
-  string). Raises ValueError naming `key` when the text does not fit.
-  """
-  if _is_union(tp):
-    args = typing.get_args(tp)
-    if type(None) in args and text.strip().lower() in ("none", "null"):
-      return None
-    errors = []
-    for arg in args:
-      if arg is type(None):
-        continue
-      try:
-        return parse_value(text, arg, key)
-      except ValueError as e:
-        errors.append(str(e))
-    raise ValueError("; ".join(errors))
-  origin = typing.get_origin(tp)
-  if origin is Literal:
-    choices = typing.get_args(tp)
-    for choice in choices:
-      if text == str(choice):
-        return choice
-    raise ValueError(f"{key}: {text!r} is not one of {', '.join(map(str, choices))}")
-  if origin in (tuple, list):
-    items = [t for t in (s.strip() for s in text.split(",")) if t]
-    args = typing.get_args(tp)
-    if origin is tuple and args and args[-1] is not Ellipsis:
-      if len(items) != len(args):
-        raise ValueError(f"{key}: expected {len(args)} comma-separated values, got {text!r}")
-      return tuple(parse_value(s, a, key) for s, a in zip(items, args))
-    item_type = args[0] if args else str
-    return origin(parse_value(s, item_type, key) for s in items)
-  if tp is bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "yes", "1", "on"):
-      return True
-    if lowered in ("false", "no", "0", "off"):
-      return False
-    raise ValueError(f"{key}: expected a boolean (true/false), got {text!r}")
-  if tp in (int, float):
-    try:
-      number = float(text)
-    except ValueError:
-      raise ValueError(f"{key}: expected {tp.__name__}, got {text!r}") from None
-    if tp is float:
-      return number
-    if not number.is_integer():  # '1e3' is a fine int, '2.5' is not
-      raise ValueError(f"{key}: expected int, got {text!r}")
-    return int(number)
-  if tp is str:
-    return text
-  if tp is Any:
-    try:
-      return json.loads(text)
-    except json.JSONDecodeError:
-      return text
-  raise ValueError(f"{key}: cannot parse values of type {tp} from the command line")
-
-
-def _set_path(cfg, path: str, make_value) -> None:
-  *parents, name = path.split(".")
-  owner = cfg
-  for part in parents:
-    owner = getattr(owner, part)
-  tp = _field_types(owner)[name]
-  setattr(owner, name, make_value(tp))
-
-
-def override(cfg: Config, assignments: Iterable[str]):
-  """Applies 'key=value' assignments to a deep copy of `cfg` and returns it.
-
-  Args:
-    cfg: any (nested) dataclass config.
-    assignments: strings 'path=value'; the path is dotted ('optimizer.learning_rate') or a bare
-      field name that is unique in the config ('learning_rate').
-
-  Returns:
-    A new config; `cfg` is left unchanged.
-
-  Raises:
-    ValueError: for a malformed assignment, an unknown or ambiguous key (listing the valid keys)
-      or a value that does not parse to the field's type.
-  """
-  cfg = copy_config(cfg)
-  for assignment in assignments:
-    key, sep, text = assignment.partition("=")
-    if not sep or not key.strip():
-      raise ValueError(f"override {assignment!r} must look like key=value, e.g. "
-                       "optimizer.learning_rate=3e-4")
-    path = _resolve(cfg, key.strip())
-    _set_path(cfg, path, lambda tp, p=path, t=text: parse_value(t, tp, p))
-  return cfg
-
-
-def copy_config(cfg):
-  """A deep copy of a dataclass config (nested dataclasses are copied too)."""
-  changes = {}
-  for field in dataclasses.fields(cfg):
-    value = getattr(cfg, field.name)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-      changes[field.name] = copy_config(value)
-  return dataclasses.replace(cfg, **changes)
-
-
-def to_dict(cfg) -> dict[str, Any]:
-  """The config as plain JSON-ready data (tuples become lists)."""
-  return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
-
-
-def _from_json_value(value, tp, key: str):
-  """Converts a JSON value back to the declared type (lists to tuples, exact Literal checks)."""
-  if value is None:
-    return None
-  if _is_union(tp):
-    options = [a for a in typing.get_args(tp) if a is not type(None)]
-    if len(options) == 1:
-      return _from_json_value(value, options[0], key)
-    return value
-  origin = typing.get_origin(tp)
-  if origin is tuple:
-    args = typing.get_args(tp)
-    if args and args[-1] is not Ellipsis:
-      return tuple(_from_json_value(v, a, key) for v, a in zip(value, args))
-    return tuple(_from_json_value(v, args[0] if args else Any, key) for v in value)
-  if origin is Literal:
-    if value not in typing.get_args(tp):
-      raise ValueError(f"{key}: {value!r} is not one of {typing.get_args(tp)}")
-    return value
-  if tp is float and isinstance(value, int) and not isinstance(value, bool):
-    return float(value)
-  return value
-
-
-def update_from_dict(cfg, values: Mapping[str, Any], prefix: str = ""):
-  """Returns a copy of `cfg` with the entries of `values` (as written by `to_dict`) applied.
-
-  Raises ValueError naming any key of `values` that `cfg` does not have.
-  """
-  cfg = copy_config(cfg)
-  types_ = _field_types(cfg)
-  names = [f.name for f in dataclasses.fields(cfg)]
-  for name, value in values.items():
-    path = f"{prefix}{name}"
-    if name not in names:
-      raise ValueError(f"unknown config key {path!r}; valid keys here are: {', '.join(names)}")
-    current = getattr(cfg, name)
-    if dataclasses.is_dataclass(current) and not isinstance(current, type):
-      if not isinstance(value, Mapping):
-        raise ValueError(f"{path}: expected a mapping of its fields, got {value!r}")
-      setattr(cfg, name, update_from_dict(current, value, prefix=f"{path}."))
-    else:
-      setattr(cfg, name, _from_json_value(value, types_[name], path))
-  return cfg
-
-
 def describe(cfg) -> str:
-  """One 'path = value' line per leaf, for logs and `--help` epilogues."""
+  """One 'path = value' line per leaf, for `--show-config` and logs."""
   lines = []
   for path in leaf_paths(cfg):
     value = cfg

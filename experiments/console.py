@@ -54,7 +54,6 @@ class ListConsole(Console):
     self.notes.append(line)
 
 
-
 class UsageError(ValueError):
   """Bad command-line input found by a command (an input text the model cannot read, a count
   below 1): the command line exits with status 2 and the message, like an argparse error."""

@@ -1,6 +1,6 @@
 """Runs by name, and trained runs loaded back: what commands and notebooks call.
 
-    cfg = runs.make_config("sentiment", "bilstm_attn_additive", overrides=["train.num_epochs=1"])
+    cfg = runs.make_config("sentiment", "bilstm_attn_additive", overrides=["--train.num_epochs=1"])
     result = runs.train_named("sentiment", "bilstm_attn_additive")      # trainer.train on it
     run = runs.load_run("runs/sentiment-bilstm_attn_additive")          # task, params, step, config
     run.task.predict(run.params, ["a fine film"])
@@ -43,7 +43,19 @@ def default_workdir(config: Config) -> str:
 
 def make_config(experiment: str, model: str | None = None, *, data_dir: str | None = None,
                 overrides: Sequence[str] = ()) -> Config:
-  """The named run's config with the data directory and 'key=value' overrides applied."""
+  """The named run's config with the data directory and command-line overrides applied.
+
+  Args:
+    experiment: a registered experiment, e.g. 'sentiment'.
+    model: one of its named runs (None: its default).
+    data_dir: the data (None: the sample shipped with the package).
+    overrides: command-line words, e.g. ['--train.num_epochs=1', '--optimizer.learning_rate',
+      '3e-4'] (see config.override).
+
+  Raises:
+    ValueError: an unknown experiment or model, an override that does not fit (config.ConfigError),
+      or engine settings that cannot work.
+  """
   cfg = registry.get_config(experiment, model)
   if data_dir is not None:
     cfg.data_dir = data_dir

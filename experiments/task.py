@@ -31,6 +31,7 @@ them in `ARTIFACTS` (name -> file in the run's directory) and returns the ones i
 from __future__ import annotations
 
 import abc
+import dataclasses
 import os
 from typing import Any, ClassVar, Iterable, Iterator, Mapping, Protocol
 
@@ -43,6 +44,22 @@ Batch = Mapping[str, Any]
 """A dict of arrays with leading axis B (see pipelines.tasks); includes 'weight' (B,)."""
 Metrics = dict[str, tuple[jax.Array, jax.Array]]
 """name -> (weighted total, total weight), both float32 scalars."""
+
+
+def pipeline_options(data_config: Any, options_class: type) -> dict[str, Any]:
+  """The settings of an experiment's data config that are options of a pipeline, by their name.
+
+  Data configs use the pipeline's names for the pipeline's options (`max_len`, `boundaries`,
+  `max_size` ...), so one name reaches from the command line to the pipeline; the settings only
+  the experiment knows (`prepared_dir`, `beam_size` ...) are left out.
+
+  Args:
+    data_config: the experiment's data dataclass (config.data).
+    options_class: the pipeline's options dataclass, e.g. pipelines.tasks.SentimentOptions.
+  """
+  names = {f.name for f in dataclasses.fields(options_class)}
+  return {f.name: getattr(data_config, f.name) for f in dataclasses.fields(data_config)
+          if f.name in names}
 
 
 class ResumableIterator(Protocol):

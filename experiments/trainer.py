@@ -318,7 +318,8 @@ def train(task: Task, config: Config, workdir: str, *,
     batches.set_state(meta["data"])
     acc = _acc_from_json(meta["acc"], dp)
     elapsed_before = float(meta.get("elapsed", 0.0))
-    changes = _config_changes(meta.get("config", {}), config_dict)
+    changes = _config_changes(config_lib.with_current_names(meta.get("config", {})),
+                               config_dict)
     say(f"Resuming {workdir} from step {int(state.step)}" +
         (f" with changed settings: {'; '.join(changes)}" if changes else ""))
   else:

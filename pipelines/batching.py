@@ -12,7 +12,8 @@ data source in every epoch. grain's worker processes cannot win that back on a 2
 resumable state and per-process slicing take a few lines here, because an epoch's whole plan is
 a pure function of (seed, epoch).
 
-Batches (the contract in INTERFACES.md, "Batches"): a dict of numpy arrays with leading axis b,
+Batches (the contract every task's batches keep, and what the experiments' steps read): a dict
+of numpy arrays with leading axis b,
   <field>        int32 (b, L_field): the ids of each sequence field, padded with 0 (pad) to the
                  bucket's width for that field;
   <length key>   int32 (b,): the number of valid ids of a field (named by `length_keys`);
@@ -58,6 +59,8 @@ import itertools
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
+
+from pipelines.checks import positive_int
 
 Batch = dict[str, np.ndarray]
 
@@ -175,8 +178,7 @@ class Batcher:
                          f"{bounds}")
     self.num_buckets = len(next(iter(self.boundaries.values())))
 
-    if int(batch_size) != batch_size or batch_size < 1:
-      raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    positive_int(batch_size, "batch_size")
     self.batch_size = int(batch_size)
     self.process_index, self.process_count = _resolve_processes(process_index, process_count)
     if self.batch_size % self.process_count:
@@ -291,8 +293,7 @@ class TrainIterator:
   """
 
   def __init__(self, batcher: Batcher, seed: int, *, drop_remainder: bool = True):
-    if int(seed) != seed or seed < 0:
-      raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    positive_int(seed, "seed", minimum=0)
     self._batcher = batcher
     self._drop_remainder = drop_remainder
     self.seed = int(seed)

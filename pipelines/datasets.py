@@ -1,7 +1,7 @@
 """The raw datasets as random-access tfds data sources: `load`, `prepare`, `info`.
 
     ds = load("fra_eng", "train")                       # the shipped sample, prepared on first use
-    ds = load("imdb", "test", source="/work/shared/data/imdb/aclImdb_v1.tar.gz")   # full data
+    ds = load("imdb", "test", source="../shared/data/imdb/aclImdb_v1.tar.gz")   # full data
     len(ds), ds[0]  ->  {'text': b'...', 'label': 1, 'rating': 9}
 
 Names, splits and records (text fields come back as UTF-8 `bytes` from tfds):

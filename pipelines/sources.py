@@ -6,7 +6,7 @@ A raw source is one of
   * the folder such an archive extracts to (or any folder holding that layout),
   * a single text file (fra-eng only: fra.txt itself),
   * a folder that holds the canonical archive, directly or in the dataset's sub-folder
-    (`--source /work/shared/data` finds imdb/aclImdb_v1.tar.gz, fra-eng/fra-eng.zip, couplet/...).
+    (`--source ../shared/data` finds imdb/aclImdb_v1.tar.gz, fra-eng/fra-eng.zip, couplet/...).
 
 When no path is given and the user asks for the full data, the file is looked for in the manual
 folder `<data_dir>/downloads/manual/` and otherwise downloaded from the canonical URL with the tfds
@@ -30,7 +30,7 @@ import urllib.parse
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -294,9 +294,9 @@ def read_files(path: Path, select: Callable[[str], bool]) -> dict[str, bytes]:
     return _read_folder(path, select)
   name = path.name.lower()
   if name.endswith(".zip"):
-    return _read_zip(path, select)
+    return _read_archive(path, _zip_members, select)
   if name.endswith(_TAR_SUFFIXES):
-    return _read_tar(path, select)
+    return _read_archive(path, _tar_members, select)
   return {path.name: path.read_bytes()}
 
 
@@ -315,35 +315,39 @@ def _read_folder(root: Path, select: Callable[[str], bool]) -> dict[str, bytes]:
   return out
 
 
-def _corrupt(path: Path, exc: BaseException) -> SourceError:
-  return SourceError(f"{path}: truncated or corrupt archive ({type(exc).__name__}: {exc}); "
-                     f"obtain the file again")
+# An archive's files in order, each as (its POSIX path inside the archive, a function reading it).
+Members = Iterator[tuple[str, Callable[[], bytes]]]
 
 
-def _read_tar(path: Path, select: Callable[[str], bool]) -> dict[str, bytes]:
+def _tar_members(path: Path) -> Members:
+  with tarfile.open(path, "r:*") as tar:
+    for member in tar:
+      if member.isfile():
+        yield member.name.removeprefix("./"), lambda member=member: tar.extractfile(member).read()
+
+
+def _zip_members(path: Path) -> Members:
+  with zipfile.ZipFile(path) as archive:
+    for info in sorted(archive.infolist(), key=lambda i: i.filename):
+      if not info.is_dir():
+        yield info.filename, lambda info=info: archive.read(info)
+
+
+# What a truncated or corrupt archive raises while it is listed or read.
+_DAMAGED = (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, OSError)
+
+
+def _read_archive(path: Path, members: Callable[[Path], Members],
+                  select: Callable[[str], bool]) -> dict[str, bytes]:
+  """The files of the archive at `path` that `select` picks, listed by `members` (tar or zip)."""
   out = {}
   try:
-    with tarfile.open(path, "r:*") as tar:
-      for member in tar:
-        if not member.isfile():
-          continue
-        rel = member.name.removeprefix("./")
-        if select(rel):
-          out[rel] = tar.extractfile(member).read()
-  except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-    raise _corrupt(path, exc) from exc
-  return out
-
-
-def _read_zip(path: Path, select: Callable[[str], bool]) -> dict[str, bytes]:
-  out = {}
-  try:
-    with zipfile.ZipFile(path) as archive:
-      for info in sorted(archive.infolist(), key=lambda i: i.filename):
-        if not info.is_dir() and select(info.filename):
-          out[info.filename] = archive.read(info)
-  except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as exc:
-    raise _corrupt(path, exc) from exc
+    for rel, read in members(path):
+      if select(rel):
+        out[rel] = read()
+  except _DAMAGED as exc:
+    raise SourceError(f"{path}: truncated or corrupt archive ({type(exc).__name__}: {exc}); "
+                      f"obtain the file again") from exc
   return out
 
 

@@ -1,9 +1,11 @@
 """A vocabulary: tokens <-> int ids, with the project's special tokens at fixed ids.
 
-Ids 0-3 are always pad "<pad>", unk "<unk>", bos "<bos>", eos "<eos>" (docs: INTERFACES.md); the
-regular tokens follow in a deterministic order: by frequency in the training data, most frequent
-first, ties broken by the token itself (Unicode code point order). Building twice from the same
-data therefore gives the same ids, and `save` / `load` round-trip them exactly.
+Ids 0-3 are always pad "<pad>", unk "<unk>", bos "<bos>", eos "<eos>" (PAD_ID .. EOS_ID below), in
+every vocabulary of every task: batches are padded with 0, and decoders start at bos and stop at
+eos by these ids. The regular tokens follow in a deterministic order: by frequency in the training
+data, most frequent first, ties broken by the token itself (Unicode code point order). Building
+twice from the same data therefore gives the same ids, and `save` / `load` round-trip them
+exactly.
 
 Unknown tokens encode to unk. A text made only of unknown tokens encodes to a run of unk ids of the
 same length; it is not an error (the task layer counts such examples in its report).
@@ -22,6 +24,8 @@ import os
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+
+from pipelines.checks import positive_int
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
 SPECIALS = (PAD, UNK, BOS, EOS)
@@ -71,11 +75,9 @@ class Vocab:
     Returns:
       The vocabulary. Special-token strings found in the data are not counted (they keep ids 0-3).
     """
-    if int(min_freq) != min_freq or min_freq < 1:
-      raise ValueError(f"min_freq must be an integer >= 1, got {min_freq!r}")
-    if max_size is not None and (int(max_size) != max_size or max_size < len(SPECIALS)):
-      raise ValueError(f"max_size must be None or an integer >= {len(SPECIALS)} (the special "
-                       f"tokens), got {max_size!r}")
+    positive_int(min_freq, "min_freq")
+    if max_size is not None:
+      positive_int(max_size, "max_size", minimum=len(SPECIALS))  # room for the special tokens
     counter = collections.Counter()
     for tokens in token_lists:
       counter.update(tokens)

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 WORKDIR=${WORKDIR:-runs/quickstart}
-.venv/bin/python -m experiments train sentiment --workdir "$WORKDIR" --set progress_bar=false
+.venv/bin/python -m experiments train sentiment --workdir "$WORKDIR" --train.progress_bar=False
 .venv/bin/python -m experiments predict sentiment --workdir "$WORKDIR" \
   --heatmap "$WORKDIR/heatmap.png" "this great science fiction film is really awesome"
 echo "quickstart: wrote $WORKDIR/results.json, $WORKDIR/curves.png and $WORKDIR/heatmap.png"

@@ -22,11 +22,17 @@ Conventions shared by both searches:
     tokens before eos. A sequence that never emits eos stops after `max_len` tokens with
     `length == max_len`.
   * Scores are sums of log-probabilities (log_softmax of the logits, in float32) of the emitted
-    tokens, eos included when it was emitted. Constraints (`exact_lens`) only restrict which tokens
-    may be chosen; the scores stay those of the unconstrained model.
-  * `exact_lens` (B,) int (couplets): eos is forbidden before position exact_lens[b] and forced at
-    it, so every output has exactly exact_lens[b] tokens before eos (exact_lens[b] == max_len means
-    max_len tokens and no eos).
+    tokens, eos included when it was emitted.
+  * Optional constraints (zoo.search_constraints has their exact rules) restrict which tokens may
+    be chosen; the scores stay those of the unconstrained model:
+      exact_lens (B,) int: eos is forbidden before position exact_lens[b] and forced at it, so
+        every output has exactly exact_lens[b] tokens before eos (exact_lens[b] == max_len means
+        max_len tokens and no eos);
+      forced_tokens (B, max_len) int: the id to take at each position, -1 = free (couplets: the
+        upper line's punctuation at its positions);
+      banned_tokens (B, max_len) or (B, max_len, K) int: ids forbidden at each position, -1 =
+        none (couplets: the upper line's character at the same position).
+    A forced id wins over a ban at its position; the length wins over both.
 
 Both functions compile with `jax.jit` (step_fn, bos_id, eos_id, max_len and beam_size are static)
 and run the time steps in a `lax.while_loop` that stops as soon as every row is finished. Repeated
@@ -51,6 +57,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from zoo import checks
+from zoo import search_constraints
+from zoo.search_constraints import Constraints
 
 State = Any
 StepFn = Callable[[State, jax.Array], tuple[jax.Array, State]]
@@ -101,9 +109,9 @@ def _length_normalizer(lengths: jax.Array, alpha: jax.Array) -> jax.Array:
 # Argument checks (run in Python on shapes and, when concrete, on values).
 
 
-def _batch_size(init_state, exact_lens) -> int:
-  """B, the leading axis shared by every non-scalar leaf of init_state (and exact_lens)."""
-  batched = [(jax.tree_util.keystr(path), np.shape(leaf))
+def _batch_size(init_state, constraints: Constraints) -> int:
+  """B, the leading axis shared by every non-scalar leaf of init_state and the constraints."""
+  batched = [(f"init_state{jax.tree_util.keystr(path)}", np.shape(leaf))
              for path, leaf in jax.tree_util.tree_leaves_with_path(init_state)
              if np.ndim(leaf) >= 1]
   if batched:
@@ -113,32 +121,33 @@ def _batch_size(init_state, exact_lens) -> int:
       if shape[0] != batch:
         raise ValueError(
             f"init_state: every leaf must have the batch axis first or be a scalar (rank 0); "
-            f"leaf init_state{first_path} has shape {first_shape} (B = {batch}) but leaf "
-            f"init_state{path} has shape {shape}")
-  elif exact_lens is not None:
-    batch = np.shape(exact_lens)[0]
-  else:
-    raise ValueError("init_state: no leaf has a leading batch axis (all leaves are scalars or the "
-                     "state is empty), so the batch size is unknown; give exact_lens or add a "
-                     "per-row leaf")
-  if exact_lens is not None and np.shape(exact_lens)[0] != batch:
-    raise ValueError(f"exact_lens with shape {tuple(np.shape(exact_lens))} does not match the "
-                     f"batch size B = {batch} of init_state")
+            f"leaf {first_path} has shape {first_shape} (B = {batch}) but leaf {path} has shape "
+            f"{shape}")
+  given = [(name, np.shape(x)) for name, x in zip(Constraints._fields, constraints)
+           if x is not None and np.ndim(x) >= 1]
+  if not batched:
+    if not given:
+      raise ValueError("init_state: no leaf has a leading batch axis (all leaves are scalars or "
+                       "the state is empty), so the batch size is unknown; give a per-row "
+                       "constraint (exact_lens ...) or add a per-row leaf")
+    batch = given[0][1][0]
+  for name, shape in given:
+    if shape[0] != batch:
+      raise ValueError(f"{name} with shape {shape} does not match the batch size B = {batch} of "
+                       f"init_state")
   return batch
 
 
-def _check_common(step_fn, init_state, bos_id, eos_id, max_len, exact_lens) -> int:
+def _check_common(step_fn, init_state, bos_id, eos_id, max_len, constraints: Constraints) -> int:
   if not callable(step_fn):
     raise ValueError(f"step_fn must be callable as step_fn(state, tokens), got {step_fn!r}")
   checks.positive_int(bos_id, "bos_id", minimum=0)  # token ids start at 0
   checks.positive_int(eos_id, "eos_id", minimum=0)
   checks.positive_int(max_len, "max_len")
-  if exact_lens is not None:
-    checks.integer(exact_lens, "exact_lens")
-    checks.rank(exact_lens, 1, "exact_lens")
-    # Out-of-range values are only caught when concrete; under jit they act as if clipped.
-    checks.lengths_in_range(exact_lens, "exact_lens", max_len)
-  return _batch_size(init_state, exact_lens)
+  search_constraints.check_types(constraints)
+  batch = _batch_size(init_state, constraints)
+  search_constraints.check(constraints, batch, max_len, eos_id)
+  return batch
 
 
 def _check_step_output(logits, rows: int, state, new_state, eos_id: int) -> None:
@@ -181,24 +190,24 @@ def _step_log_probs(step_fn, state, tokens, eos_id: int):
   return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1), new_state
 
 
-def _constrain(log_probs, t, eos_id: int, exact_lens):
-  """Forbids eos before position exact_lens and everything but eos at it.
+def _constrain(log_probs, t, eos_id: int, constraints: Constraints):
+  """Sets the log-probabilities of the tokens the constraints forbid at position t to -inf.
 
   Args:
-    log_probs: float32 (..., V).
+    log_probs: float32 (B, V) or (B, W, V) (the W beams of each row share its constraints).
     t: int32 scalar, the position of the token being chosen.
     eos_id: the end-of-sequence id.
-    exact_lens: None or int (...,), broadcastable to log_probs.shape[:-1].
+    constraints: prepared Constraints of the B rows.
 
   Returns:
-    float32 (..., V): log_probs with the forbidden tokens set to -inf (unchanged if exact_lens is
-    None).
+    float32, the shape of log_probs (unchanged when nothing is constrained).
   """
-  if exact_lens is None:
+  batch, vocab = log_probs.shape[0], log_probs.shape[-1]
+  allowed = search_constraints.allowed_tokens(constraints, t, vocab, eos_id)  # (B, V)
+  if allowed is None:
     return log_probs
-  is_eos = jnp.arange(log_probs.shape[-1]) == eos_id  # (V,)
-  at_end = (t >= exact_lens)[..., None]  # (..., 1)
-  return jnp.where(is_eos == at_end, log_probs, _IMPOSSIBLE)
+  allowed = allowed.reshape((batch,) + (1,) * (log_probs.ndim - 2) + (vocab,))
+  return jnp.where(allowed, log_probs, _IMPOSSIBLE)
 
 
 def _write_column(tokens, t, column):
@@ -211,16 +220,18 @@ def _write_column(tokens, t, column):
 
 
 @functools.partial(jax.jit, static_argnames=("step_fn", "bos_id", "eos_id", "max_len"))
-def _greedy(init_state, exact_lens, *, step_fn, bos_id, eos_id, max_len) -> Decoded:
+def _greedy(init_state, constraints: Constraints, *, step_fn, bos_id, eos_id,
+            max_len) -> Decoded:
   state = _as_state(init_state)
-  batch = _batch_size(state, exact_lens)
-  if exact_lens is not None:
-    exact_lens = exact_lens.astype(jnp.int32)
+  batch = _batch_size(state, constraints)
+  constraints = search_constraints.prepare(constraints)
 
   def body(carry):
     t, state, prev, tokens, lengths, scores, finished = carry
     log_probs, state = _step_log_probs(step_fn, state, prev, eos_id)  # (B, V)
-    choice = jnp.argmax(_constrain(log_probs, t, eos_id, exact_lens), axis=-1)  # (B,)
+    log_probs = _constrain(log_probs, t, eos_id, constraints)
+    choice = jnp.argmax(log_probs, axis=-1)  # (B,)
+    # The model's log-probability of an allowed choice; -inf where nothing was allowed.
     choice_log_prob = jnp.take_along_axis(log_probs, choice[:, None], axis=-1)[:, 0]
     token = jnp.where(finished, 0, choice).astype(jnp.int32)
     tokens = _write_column(tokens, t, token)
@@ -241,7 +252,8 @@ def _greedy(init_state, exact_lens, *, step_fn, bos_id, eos_id, max_len) -> Deco
 
 
 def greedy_search(step_fn: StepFn, init_state: State, *, bos_id: int, eos_id: int, max_len: int,
-                  exact_lens: jax.Array | None = None) -> Decoded:
+                  exact_lens: jax.Array | None = None, forced_tokens: jax.Array | None = None,
+                  banned_tokens: jax.Array | None = None) -> Decoded:
   """Picks the most probable next token at every step, for a batch of B rows at once.
 
   Args:
@@ -253,17 +265,22 @@ def greedy_search(step_fn: StepFn, init_state: State, *, bos_id: int, eos_id: in
     max_len: T, the most tokens generated per row (eos included).
     exact_lens: optional int (B,) in [0, max_len]: row b gets exactly exact_lens[b] tokens before
       eos (eos forbidden before that position and forced at it).
+    forced_tokens: optional int (B, T): the id row b must take at position t, -1 = free.
+    banned_tokens: optional int (B, T) or (B, T, K): ids row b may not take at position t, -1 =
+      none. Forced ids win over bans, the length over both (zoo.search_constraints). A row with a
+      position where nothing is allowed scores -inf.
 
   Returns:
     Decoded(tokens int32 (B, T), lengths int32 (B,), scores float32 (B,)); see `Decoded`.
 
   Raises:
-    ValueError: on a bad id, max_len < 1, exact_lens of the wrong dtype, shape or range, state
-      leaves that disagree on the batch axis, or a step_fn whose logits are not (B, V) or which
-      changes the state's shapes.
+    ValueError: on a bad id, max_len < 1, constraints of the wrong dtype, shape or range (a forced
+      eos before exact_lens included), state leaves that disagree on the batch axis, or a step_fn
+      whose logits are not (B, V) or which changes the state's shapes.
   """
-  _check_common(step_fn, init_state, bos_id, eos_id, max_len, exact_lens)
-  return _greedy(init_state, exact_lens, step_fn=step_fn, bos_id=bos_id, eos_id=eos_id,
+  constraints = Constraints(exact_lens, forced_tokens, banned_tokens)
+  _check_common(step_fn, init_state, bos_id, eos_id, max_len, constraints)
+  return _greedy(init_state, constraints, step_fn=step_fn, bos_id=bos_id, eos_id=eos_id,
                  max_len=max_len)
 
 
@@ -307,16 +324,15 @@ def _top_k_over_beams(candidates, k: int):
 
 @functools.partial(jax.jit,
                    static_argnames=("step_fn", "beam_size", "bos_id", "eos_id", "max_len"))
-def _beam(init_state, exact_lens, length_penalty, *, step_fn, beam_size, bos_id, eos_id,
-          max_len) -> Beams:
+def _beam(init_state, constraints: Constraints, length_penalty, *, step_fn, beam_size, bos_id,
+          eos_id, max_len) -> Beams:
   width, total = beam_size, max_len
-  batch = _batch_size(init_state, exact_lens)
+  batch = _batch_size(init_state, constraints)
   rows = batch * width
   # Row b * W + w of the tiled state is beam w of example b.
   state = jax.tree.map(lambda x: x if x.ndim == 0 else jnp.repeat(x, width, axis=0),
                        _as_state(init_state))
-  if exact_lens is not None:
-    exact_lens = exact_lens.astype(jnp.int32)[:, None]  # (B, 1), broadcast over beams
+  constraints = search_constraints.prepare(constraints)  # per row, shared by its beams
   alpha = jnp.asarray(length_penalty, jnp.float32)
   row_offsets = (jnp.arange(batch) * width)[:, None]  # (B, 1)
 
@@ -324,7 +340,7 @@ def _beam(init_state, exact_lens, length_penalty, *, step_fn, beam_size, bos_id,
     log_probs, new_state = _step_log_probs(step_fn, c.state, c.last, eos_id)  # (B * W, V)
     vocab = log_probs.shape[-1]
     is_eos = jnp.arange(vocab) == eos_id  # (V,)
-    log_probs = _constrain(log_probs.reshape(batch, width, vocab), c.t, eos_id, exact_lens)
+    log_probs = _constrain(log_probs.reshape(batch, width, vocab), c.t, eos_id, constraints)
     candidates = c.alive_scores[..., None] + log_probs  # (B, W, V)
 
     # The beam proper: the W best extensions of any kind. Those that end (eos, or the last
@@ -382,7 +398,8 @@ def _beam(init_state, exact_lens, length_penalty, *, step_fn, beam_size, bos_id,
 
 def beam_search(step_fn: StepFn, init_state: State, *, beam_size: int, bos_id: int, eos_id: int,
                 max_len: int, length_penalty: float | jax.Array = 0.0,
-                exact_lens: jax.Array | None = None) -> Beams:
+                exact_lens: jax.Array | None = None, forced_tokens: jax.Array | None = None,
+                banned_tokens: jax.Array | None = None) -> Beams:
   """Beam search for a batch of B rows at once, returning the `beam_size` best hypotheses.
 
   At each step every alive hypothesis is extended by every token. The W = beam_size best
@@ -410,6 +427,11 @@ def beam_search(step_fn: StepFn, init_state: State, *, beam_size: int, bos_id: i
       May be a traced scalar (changing it does not recompile).
     exact_lens: optional int (B,) in [0, max_len]: every hypothesis of row b gets exactly
       exact_lens[b] tokens before eos.
+    forced_tokens: optional int (B, T): the id every hypothesis of row b takes at position t, -1 =
+      free. At a forced position each alive hypothesis has one extension, so all W survive and
+      keep comparable scores (each adds its own log-probability of the forced id).
+    banned_tokens: optional int (B, T) or (B, T, K): ids no hypothesis of row b may take at
+      position t, -1 = none. Forced ids win over bans, the length over both.
 
   Returns:
     Beams(tokens int32 (B, W, T), lengths int32 (B, W), scores float32 (B, W)), best first; see
@@ -419,9 +441,10 @@ def beam_search(step_fn: StepFn, init_state: State, *, beam_size: int, bos_id: i
     ValueError: as `greedy_search`, and for beam_size < 1 or a non-finite length_penalty.
   """
   checks.positive_int(beam_size, "beam_size")
-  _check_common(step_fn, init_state, bos_id, eos_id, max_len, exact_lens)
+  constraints = Constraints(exact_lens, forced_tokens, banned_tokens)
+  _check_common(step_fn, init_state, bos_id, eos_id, max_len, constraints)
   if checks.is_concrete(length_penalty) and not np.all(np.isfinite(length_penalty)):
     raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
   checks.rank(length_penalty, 0, "length_penalty")
-  return _beam(init_state, exact_lens, length_penalty, step_fn=step_fn, beam_size=beam_size,
+  return _beam(init_state, constraints, length_penalty, step_fn=step_fn, beam_size=beam_size,
                bos_id=bos_id, eos_id=eos_id, max_len=max_len)

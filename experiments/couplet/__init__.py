@@ -4,7 +4,8 @@
         --data-dir ../shared/data/couplet/couplet.tar.gz --workdir runs/couplet-lstm_cpu
     python -m experiments couplet "晚风摇树树还挺" --workdir runs/couplet-lstm_cpu --num-results 3
 
-Named runs: configs.py; the task (data, evaluation, generation): task.py; scores: metrics.py;
+Named runs: configs.py; the task (data, evaluation, generation): task.py; the rules of a
+couplet's form (measured and enforced): form.py; scores: metrics.py;
 the command: cli.py; scoring a trained run on whole splits: report.py. Models, loss and decoding
 come from experiments.seq2seq. Importing this package registers the experiment 'couplet' (command
 alias 'couplet').
@@ -21,5 +22,5 @@ EXPERIMENT = registry.register(registry.Experiment(
     name="couplet", make_task=CoupletTask, configs=CONFIGS, default_model=DEFAULT_MODEL,
     predict=cli.predict, add_predict_arguments=cli.add_arguments, aliases=("couplet",),
     description="Chinese couplets: Luong LSTM seq2seq with input feeding, or a Transformer; "
-                "length-constrained beam search"),
+                "beam search that keeps the form (length; optionally punctuation, no copies)"),
     replace=True)

@@ -1,16 +1,18 @@
 """The `couplet` command (`predict couplet`): lower lines for upper lines from a trained run.
 
     python -m experiments couplet "晚风摇树树还挺" [--workdir runs/couplet-lstm] [--num-results 3]
-        [--beam-size 10] [--free] [--heatmap attention.png]
+        [--beam-size 10] [--free] [--force-punct] [--no-copy] [--heatmap attention.png]
 
 For each upper line it prints the best lower line, one line per upper line in order (so a file of
 upper lines becomes a file of lower lines); with --num-results N the N best lines of the beam, one
 per line as "rank<TAB>line<TAB>log-probability" (the beam is widened to N if it is smaller), and a
-blank line between the upper lines. By default every lower line has
-exactly as many characters as its upper line (the length constraint of zoo.search); --free lets
-the model end the line where it likes. --heatmap saves the attention of the best line over the
-upper line (numbered -1, -2 ... for several upper lines). Unknown characters and saved files are
-noted on standard error.
+blank line between the upper lines. By default every lower line has exactly as many characters as
+its upper line (the length constraint of zoo.search); --free lets the model end the line where it
+likes. --force-punct puts the upper line's punctuation marks at their positions and no mark
+elsewhere; --no-copy forbids the upper line's character at the same position (zoo.search's forced
+and banned tokens, built by experiments.couplet.form); both combine with --free. --heatmap saves
+the attention of the best line over the upper line (numbered -1, -2 ... for several upper lines).
+Unknown characters and saved files are noted on standard error.
 """
 
 from __future__ import annotations
@@ -22,12 +24,24 @@ from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import input_errors
+from experiments.couplet.form import FormOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   """The couplet command's own flags (experiments/cli.py gives --beam-size, --heatmap ...)."""
   parser.add_argument("--free", action="store_true",
                       help="no length constraint: the model decides where the line ends")
+  parser.add_argument("--force-punct", action="store_true",
+                      help="keep the upper line's punctuation: the same marks at the same "
+                           "positions, none elsewhere")
+  parser.add_argument("--no-copy", action="store_true",
+                      help="never repeat the upper line's character at the same position")
+
+
+def form_options(args: argparse.Namespace) -> FormOptions:
+  """The decoding constraints the flags ask for."""
+  return FormOptions(exact_length=not args.free, force_punct=args.force_punct,
+                     no_copy=args.no_copy)
 
 
 def predict(args: argparse.Namespace, console: Console) -> int:
@@ -38,7 +52,7 @@ def predict(args: argparse.Namespace, console: Console) -> int:
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
   with input_errors():  # an empty or too long upper line
     generations = run.task.generate(run.params, list(args.inputs), num_results=args.num_results,
-                                    beam_size=args.beam_size, constrained=not args.free,
+                                    beam_size=args.beam_size, options=form_options(args),
                                     progress=True)
   paths = plots.numbered_paths(args.heatmap, len(generations))
   for i, (generation, path) in enumerate(zip(generations, paths)):

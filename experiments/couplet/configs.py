@@ -13,11 +13,12 @@ docs/RESULTS.md, "Chinese couplets". Without --data-dir the shipped sample (9,06
 488 test couplets) is used.
 
 Every run trains with teacher forcing on the masked token cross-entropy, keeps the parameters with
-the best dev loss, and reports dev/test loss and perplexity, plus character BLEU, exact-length
-rate and copy rate of beam-search outputs with the length constraint (names without suffix) and
-without it (suffix '_free'). Then:
+the best dev loss, and reports dev/test loss and perplexity, plus character BLEU (and BLEU-1/2),
+exact-length rate and the form rates (punctuation match, unwanted repetition, repetition pattern,
+copies; metrics.py) of beam-search outputs with the length constraint (names without suffix) and
+without it (suffix '_free'), beside the reference lines' own form rates ('ref_*'). Then:
 
-    python -m experiments couplet "晚风摇树树还挺" --workdir runs/couplet-lstm --beams 3
+    python -m experiments couplet "晚风摇树树还挺" --workdir runs/couplet-lstm --num-results 3
 """
 
 from __future__ import annotations
@@ -37,23 +38,23 @@ class CoupletDataConfig:
   Attributes:
     max_len: the widest source and decoder input, eos / bos included (the longest line has 32
       characters: 33 keeps every couplet whole).
-    buckets: padded widths of the batches, ascending, the last == max_len; None: the pipeline's
+    boundaries: padded widths of the batches, ascending, the last == max_len; None: the pipeline's
       (8, 12, 18, 33). Each width is one more compiled step.
     min_freq: characters seen fewer times in train are unknown (2 as the pipeline).
-    max_vocab: keep at most this many characters (None: all with min_freq).
+    max_size: keep at most this many characters (None: all with min_freq).
     prepared_dir: where prepared datasets live (None: $ZOO_DATA_DIR or ~/.cache/attention_zoo).
     beam_size: the beam of every evaluation decode and of the couplet command (the chapter: 10).
     length_penalty: GNMT's alpha (0: rank by log-probability alone; with the length constraint
       every hypothesis of a line has the same length, so it changes nothing there).
     dev_decode_examples: dev couplets (the first by index) decoded at each dev evaluation for
-      BLEU, exact-length and copy rates; 0: none; None: all.
+      BLEU, exact-length and form rates; 0: none; None: all.
     test_decode_examples: the same for the final test evaluation.
     decode_batch_size: upper lines decoded at once (each with beam_size hypotheses).
   """
   max_len: int = 33
-  buckets: tuple[int, ...] | None = None
+  boundaries: tuple[int, ...] | None = None
   min_freq: int = 2
-  max_vocab: int | None = None
+  max_size: int | None = None
   prepared_dir: str | None = None
   beam_size: int = 10
   length_penalty: float = 0.0

@@ -1,13 +1,16 @@
 """Scores a trained couplet run on whole splits, for docs/RESULTS.md.
 
     python -m experiments.couplet.report --workdir runs/couplet-lstm_cpu [--splits dev test]
-        [--checkpoint best] [--limit N] [--out report.json]
+        [--checkpoint best] [--limit N] [--force-punct] [--no-copy] [--out report.json]
 
 For each split: perplexity (exp of the mean NLL per target token, eos included) and, for beam
-search (the run's beam size) with and without the length constraint, character BLEU,
-exact-length rate, copy rate and copied-character rate over every couplet of the split (or the
-first --limit), with the decoding time; also the reference lines' own copy rates (how often a
-human lower line repeats a character of its upper line at the same position), and the samples of
+search (the run's beam size) under each decoding form, the scores of experiments.couplet.metrics
+(character BLEU, BLEU-1, BLEU-2, exact-length rate and the form rates) over every couplet of the
+split (or the first --limit), with the decoding time. The forms, keyed by form.FormOptions.name:
+'free' (no constraint), 'length' (exact length), and with --force-punct 'length+punct', with
+--no-copy 'length+nocopy', with both also 'length+punct+nocopy', so each constraint's effect
+shows on its own. Under 'reference': the reference lines' own form rates (ref_*: how often human
+lower lines break each rule), the level to compare the models' with. Then the samples of
 `CoupletTask.samples`. Writes the JSON to --out (default <workdir>/report.json) and prints it.
 """
 
@@ -25,34 +28,38 @@ from experiments import runs
 from experiments import trainer
 from experiments.console import Console
 from experiments.couplet import metrics
+from experiments.couplet.form import FormOptions
 from experiments.couplet.task import CoupletTask
 
 
-def reference_scores(task: CoupletTask, split: str, limit: int | None) -> dict[str, float]:
-  """Copy rates of the reference lower lines themselves (a baseline for the models')."""
-  data = task.data.splits[split].sequences
-  count = len(data["src"]) if limit is None else min(limit, len(data["src"]))
-  uppers = [task.vocab.decode(data["src"][i]) for i in range(count)]
-  lowers = [task.vocab.decode(data["tgt_out"][i]) for i in range(count)]
-  return {"copy_rate": metrics.copy_rate(lowers, uppers),
-          "copied_chars": metrics.copied_char_rate(lowers, uppers), "count": count}
+def report_forms(force_punct: bool = False, no_copy: bool = False) -> list[FormOptions]:
+  """The decoding forms the report scores (see the module docstring), in report order."""
+  forms = [FormOptions(exact_length=False), FormOptions()]
+  if force_punct:
+    forms.append(FormOptions(force_punct=True))
+  if no_copy:
+    forms.append(FormOptions(no_copy=True))
+  if force_punct and no_copy:
+    forms.append(FormOptions(force_punct=True, no_copy=True))
+  return forms
 
 
-def score_run(task: CoupletTask, params: Any, splits: Sequence[str],
-              limit: int | None = None) -> dict[str, Any]:
-  """The report's numbers for `splits` (see the module docstring)."""
+def score_run(task: CoupletTask, params: Any, splits: Sequence[str], limit: int | None = None,
+              forms: Sequence[FormOptions] = tuple(report_forms())) -> dict[str, Any]:
+  """The report's numbers for `splits` under each of `forms` (see the module docstring)."""
   out: dict[str, Any] = {}
   for split in splits:
     started = time.time()
     teacher_forced = trainer.evaluate(task, params, split, extra=False)
     result: dict[str, Any] = {"perplexity": math.exp(teacher_forced["nll"])}
     result["perplexity_s"] = round(time.time() - started, 1)
-    for constrained, name in ((True, "constrained"), (False, "free")):
+    for options in forms:
       started = time.time()
-      scores, _ = task.score_split(params, split, limit, constrained=constrained)
-      result[name] = scores.as_dict()
-      result[name]["decode_s"] = round(time.time() - started, 1)
-    result["reference"] = reference_scores(task, split, limit)
+      scores, _ = task.score_split(params, split, limit, options=options)
+      result[options.name] = {name: value for name, value in scores.as_dict().items()
+                              if name not in metrics.REFERENCE_NAMES}
+      result[options.name]["decode_s"] = round(time.time() - started, 1)
+    result["reference"] = {**scores.reference, "count": scores.count}  # the same for every form
     out[split] = result
   return out
 
@@ -66,6 +73,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--limit", type=int, default=None,
                       help="score only the first N couplets of each split (default: all)")
   parser.add_argument("--data-dir", help="where the run's data lives, if moved")
+  parser.add_argument("--force-punct", action="store_true",
+                      help="also score decoding that keeps the upper line's punctuation "
+                           "('length+punct', and 'length+punct+nocopy' with --no-copy)")
+  parser.add_argument("--no-copy", action="store_true",
+                      help="also score decoding without same-position copies ('length+nocopy')")
   parser.add_argument("--out", help="the JSON file to write (default <workdir>/report.json)")
   args = parser.parse_args(argv)
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
@@ -73,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   report = {"workdir": os.path.abspath(args.workdir), "model": task.config.model_name,
             "checkpoint": args.checkpoint, "step": run.step,
             "beam_size": task.config.data.beam_size, "limit": args.limit,
-            "splits": score_run(task, params, args.splits, args.limit),
+            "splits": score_run(task, params, args.splits, args.limit,
+                                report_forms(args.force_punct, args.no_copy)),
             "samples": task.samples(params)}
   text = json.dumps(report, ensure_ascii=False, indent=2)
   with open(args.out or os.path.join(args.workdir, "report.json"), "w", encoding="utf-8") as f:

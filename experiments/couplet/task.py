@@ -7,11 +7,15 @@ artifact (saved into its directory before the first step), so a task built to ge
 trained run never reads the couplets.
 
 Evaluation, after the engine's teacher-forced metrics and Seq2SeqTask's perplexity:
-  bleu, exact_length,   beam search (beam config.data.beam_size) with the length constraint
-  copy_rate,            (zoo.search exact_lens = the upper line's length), scored by
-  copied_chars          experiments.couplet.metrics over the first dev/test_decode_examples
+  bleu, bleu1, bleu2,   beam search (beam config.data.beam_size) with the length constraint
+  exact_length, the     (zoo.search exact_lens = the upper line's length), scored by
+  form rates            experiments.couplet.metrics over the first dev/test_decode_examples
                         couplets of the split (by index), with `decoded` their number;
-  *_free                the same without the constraint (eos may come anywhere).
+  *_free                the same without the constraint (eos may come anywhere);
+  ref_*                 the form rates of the reference lines of those couplets.
+Decoding can also keep the upper line's punctuation and forbid same-position copies
+(form.FormOptions, zoo.search forced_tokens / banned_tokens): the couplet command and report.py
+take them as flags.
 """
 
 from __future__ import annotations
@@ -26,11 +30,15 @@ import numpy as np
 
 from experiments import plots
 from experiments.config import Config
+from experiments.couplet import form
 from experiments.couplet import metrics
+from experiments.couplet.form import FormOptions
 from experiments.seq2seq.task import Decoded
 from experiments.seq2seq.task import Seq2SeqTask
+from experiments.task import pipeline_options
 from pipelines import text as text_lib
 from pipelines.tasks import CoupletData
+from pipelines.tasks import CoupletOptions
 from pipelines.vocab import Vocab
 
 SAMPLES_FILE = "samples.json"
@@ -59,7 +67,7 @@ class Generation:
   def unknown(self) -> list[str]:
     """Characters of the upper line outside the vocabulary."""
     typed = text_lib.couplet_tokenize(self.upper)
-    return [c for c, seen in zip(typed, self.chars) if seen == metrics.UNK_TOKEN]
+    return [c for c, seen in zip(typed, self.chars) if seen == form.UNK_TOKEN]
 
 
 class CoupletTask(Seq2SeqTask):
@@ -77,6 +85,7 @@ class CoupletTask(Seq2SeqTask):
   def __init__(self, config: Config, *, data: CoupletData | None = None,
                artifacts: dict[str, Vocab] | None = None):
     super().__init__(config, data=data, artifacts=artifacts)
+    self._punct_ids = None
 
   # -- data and vocabulary -------------------------------------------------------------------------
 
@@ -84,8 +93,8 @@ class CoupletTask(Seq2SeqTask):
     """The prepared couplet splits (the shipped sample when config.data_dir is None)."""
     d = self.config.data
     return CoupletData.load(source=self.config.data_dir, data_dir=d.prepared_dir,
-                            max_src_len=d.max_len, max_tgt_len=d.max_len, boundaries=d.buckets,
-                            min_freq=d.min_freq, max_size=d.max_vocab)
+                            max_src_len=d.max_len, max_tgt_len=d.max_len,
+                            **pipeline_options(d, CoupletOptions))
 
   def artifacts_from_data(self) -> dict[str, Vocab]:
     return {"vocab": self.data.src_vocab}
@@ -115,34 +124,55 @@ class CoupletTask(Seq2SeqTask):
 
   # -- generation ----------------------------------------------------------------------------------
 
-  def decode_lines(self, params, sources: Sequence[np.ndarray], *, constrained: bool = True,
-                   beam_size: int | None = None, progress: bool = False) -> list[Decoded]:
+  @property
+  def punct_ids(self) -> np.ndarray:
+    """int32 (P,): the vocabulary's punctuation ids (what force_punct bans off its positions)."""
+    if self._punct_ids is None:
+      self._punct_ids = form.punctuation_ids(self.vocab.tokens)
+    return self._punct_ids
+
+  def decode_lines(self, params, sources: Sequence[np.ndarray], *,
+                   options: FormOptions = FormOptions(), beam_size: int | None = None,
+                   progress: bool = False) -> list[Decoded]:
     """Beam search for upper lines given as ids with eos (see Seq2SeqTask.decode).
 
-    With `constrained`, every hypothesis has exactly as many characters as its upper line;
-    without, it ends wherever the model puts eos (at most max_len tokens, eos included).
+    options.exact_length: every hypothesis has exactly as many characters as its upper line, else
+    it ends wherever the model puts eos (at most max_len tokens, eos included); force_punct and
+    no_copy: the constraints of form.decoding_constraints.
     """
     d = self.config.data
+    forced = banned = None
+    if options.force_punct or options.no_copy:
+      pairs = [form.decoding_constraints(self.vocab.decode(ids), ids, self.punct_ids,
+                                         force_punct=options.force_punct,
+                                         no_copy=options.no_copy) for ids in sources]
+      forced, banned = [f for f, _ in pairs], [b for _, b in pairs]
     return self.decode(params, sources, beam_size=beam_size or d.beam_size,
-                       length_penalty=d.length_penalty, exact_length=constrained,
-                       progress=progress)
+                       length_penalty=d.length_penalty, exact_length=options.exact_length,
+                       forced_tokens=forced, banned_tokens=banned, progress=progress)
 
-  def decode_split(self, params, split: str, limit: int | None, *, constrained: bool = True
-                   ) -> list[Decoded]:
+  def decode_split(self, params, split: str, limit: int | None, *,
+                   options: FormOptions = FormOptions()) -> list[Decoded]:
     """Beam search over the first `limit` couplets of `split` (None: all), in index order."""
     sources = self.data.splits[split].sequences["src"]
     count = len(sources) if limit is None else min(limit, len(sources))
-    return self.decode_lines(params, [sources[i] for i in range(count)], constrained=constrained)
+    return self.decode_lines(params, [sources[i] for i in range(count)], options=options)
 
-  def score_split(self, params, split: str, limit: int | None, *, constrained: bool = True
+  def score_split(self, params, split: str, limit: int | None, *,
+                  options: FormOptions = FormOptions()
                   ) -> tuple[metrics.CoupletScores, list[list[str]]]:
-    """Decodes and scores the first `limit` couplets of `split`; also returns the best lines."""
-    decoded = self.decode_split(params, split, limit, constrained=constrained)
-    sources = self.data.splits[split].sequences["src"]
-    references = self.data.references(split)
+    """Decodes and scores the first `limit` couplets of `split`; also returns the best lines.
+
+    The references' form rates read them as the model does ("<unk>" for unknown characters).
+    """
+    decoded = self.decode_split(params, split, limit, options=options)
+    sequences = self.data.splits[split].sequences
+    count = len(decoded)
     best = [self.vocab.decode(hyps[0]) for hyps, _ in decoded]
-    uppers = [self.vocab.decode(sources[i]) for i in range(len(decoded))]
-    return metrics.score_lines(best, uppers, references[:len(decoded)]), best
+    uppers = [self.vocab.decode(sequences["src"][i]) for i in range(count)]
+    reference_tokens = [self.vocab.decode(sequences["tgt_out"][i]) for i in range(count)]
+    return metrics.score_lines(best, uppers, self.data.references(split)[:count],
+                               reference_tokens), best
 
   def _decode_limit(self, split: str) -> int | None:
     d = self.config.data
@@ -152,18 +182,20 @@ class CoupletTask(Seq2SeqTask):
     if self._decode_limit(split) == 0:
       return ()
     names = [name for suffix in ("", "_free") for name in metrics.CoupletScores.names(suffix)]
-    return (*names, "decoded")
+    return (*names, *metrics.REFERENCE_NAMES, "decoded")
 
   def decode_metrics(self, params, split: str) -> dict[str, float]:
-    """The decoding scores with and without the length constraint."""
+    """The decoding scores with and without the length constraint, and the references' rates."""
     limit = self._decode_limit(split)
     if limit == 0:
       return {}
     out = {}
-    for constrained, suffix in ((True, ""), (False, "_free")):
-      scores, _ = self.score_split(params, split, limit, constrained=constrained)
+    for exact_length, suffix in ((True, ""), (False, "_free")):
+      scores, _ = self.score_split(params, split, limit,
+                                   options=FormOptions(exact_length=exact_length))
       rates = scores.as_dict(suffix)
-      out.update({name: rates[name] for name in metrics.CoupletScores.names(suffix)})
+      out.update({name: rates[name]
+                  for name in metrics.CoupletScores.names(suffix) + metrics.REFERENCE_NAMES})
       out["decoded"] = float(scores.count)
     return out
 
@@ -184,7 +216,7 @@ class CoupletTask(Seq2SeqTask):
     return self.vocab.decode(ids), ids
 
   def generate(self, params, uppers: Sequence[str], *, num_results: int = 1,
-               beam_size: int | None = None, constrained: bool = True,
+               beam_size: int | None = None, options: FormOptions = FormOptions(),
                progress: bool = False) -> list[Generation]:
     """The num_results best lower lines of each upper line.
 
@@ -193,12 +225,12 @@ class CoupletTask(Seq2SeqTask):
       uppers: upper lines (characters, spaces ignored).
       num_results: how many lines per upper line (at most the beam size).
       beam_size: the beam (None: config.data.beam_size, raised to num_results if smaller).
-      constrained: every line exactly as long as its upper line.
+      options: what of the form decoding enforces (default: the exact length only).
       progress: a progress bar over the decoding batches on standard error.
     """
     beam = max(beam_size or self.config.data.beam_size, num_results)
     encoded = [self.encode_upper(u) for u in uppers]
-    decoded = self.decode_lines(params, [ids for _, ids in encoded], constrained=constrained,
+    decoded = self.decode_lines(params, [ids for _, ids in encoded], options=options,
                                 beam_size=beam, progress=progress)
     out = []
     for upper, (chars, _), (ids, scores) in zip(uppers, encoded, decoded):
@@ -230,7 +262,7 @@ class CoupletTask(Seq2SeqTask):
                              for i in range(count)]
     references = [None] + self.data.references("test")[:count]
     constrained = self.generate(params, uppers)
-    free = self.generate(params, uppers, constrained=False)
+    free = self.generate(params, uppers, options=FormOptions(exact_length=False))
     return [{"upper": upper, "reference": ref, "lower": c.lines[0], "lower_free": f.lines[0]}
             for upper, ref, c, f in zip(uppers, references, constrained, free)]
 

@@ -32,10 +32,10 @@ class SentimentDataConfig:
 
   Attributes:
     max_len: reviews keep their first max_len tokens.
-    buckets: the padded widths batches come in (ascending, the last == max_len); None: max_len / 4,
+    boundaries: the padded widths batches come in (ascending, the last == max_len); None: max_len / 4,
       / 2, 3/4 and max_len. Every width is one more compilation of the steps.
     min_freq: words seen fewer times in the training part are unknown.
-    max_vocab: the most frequent words kept (None: all with min_freq).
+    max_size: the most frequent words kept (None: all with min_freq).
     dev_fraction: the share of IMDB train held out as the dev split.
     split_seed: seeds the choice of dev reviews.
     prepared_dir: where prepared datasets are stored (None: $ZOO_DATA_DIR or
@@ -46,9 +46,9 @@ class SentimentDataConfig:
     bigram_min_freq: see bigrams.
   """
   max_len: int = 256
-  buckets: tuple[int, ...] | None = None
+  boundaries: tuple[int, ...] | None = None
   min_freq: int = 5
-  max_vocab: int | None = None
+  max_size: int | None = None
   dev_fraction: float = 0.1
   split_seed: int = 0
   prepared_dir: str | None = None

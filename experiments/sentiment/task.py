@@ -22,9 +22,11 @@ from experiments import plots
 from experiments import steps
 from experiments.config import Config
 from experiments.task import Task
+from experiments.task import pipeline_options
 from experiments.sentiment import models
 from pipelines import text as text_lib
 from pipelines.tasks import SentimentData
+from pipelines.tasks import SentimentOptions
 from pipelines.vocab import UNK_ID, Vocab
 
 LABELS = ("negative", "positive")
@@ -86,11 +88,8 @@ class SentimentTask(Task):
   def load_data(self) -> SentimentData:
     """The prepared IMDB splits (the shipped sample when config.data_dir is None)."""
     d = self.config.data
-    return SentimentData.load(
-        source=self.config.data_dir, data_dir=d.prepared_dir, max_len=d.max_len,
-        boundaries=d.buckets, min_freq=d.min_freq, max_size=d.max_vocab,
-        dev_fraction=d.dev_fraction, split_seed=d.split_seed, bigrams=d.bigrams,
-        bigram_min_freq=d.bigram_min_freq)
+    return SentimentData.load(source=self.config.data_dir, data_dir=d.prepared_dir,
+                              **pipeline_options(d, SentimentOptions))
 
   def artifacts_from_data(self) -> dict[str, Vocab | None]:
     bigrams = None
@@ -98,7 +97,7 @@ class SentimentTask(Task):
       bigrams = self.data.bigram_vocab
       if bigrams is None:
         raise ValueError("config.data.bigrams is set, but the data given to the task were loaded "
-                         "without bigrams (SentimentData(..., bigrams=True))")
+                         "without bigrams (load them with SentimentData.load(..., bigrams=True))")
     return {"vocab": self.data.vocab, "bigram_vocab": bigrams}
 
   @property

@@ -1,10 +1,13 @@
 """Batched, jit-compiled greedy and beam search over a models.Translator, for every
 sequence-to-sequence experiment.
 
-  SearchDecoder(model)(params, src, src_len, max_len=..., beam_size=..., exact_lens=...)
+  SearchDecoder(model)(params, src, src_len, max_len=..., beam_size=..., exact_lens=...,
+                       forced_tokens=..., banned_tokens=...)
                                              Hypotheses of a batch of sources (zoo.search)
   source_batches(sources, boundaries, batch_size)
                                              length-sorted, padded batches of id sequences
+  constraint_shape(per_source, max_len), batch_constraints(per_source, batch, shape, name)
+                                             per-source forced / banned ids stacked for a batch
   decode_batches(decode, batches)            the hypotheses of every real row, by example index
 
 Shape letters: B batch, S source length, T target length, V vocabulary, W beam.
@@ -44,8 +47,8 @@ class SearchDecoder:
   """Greedy (beam_size 1) or beam search over a model with init_decode_state / decode_step.
 
   The parameters are an argument of the compiled program, so decoding with new parameters (every
-  dev evaluation) reuses it; a program is compiled per (beam size, max_len, whether exact_lens is
-  given) and per padded source shape.
+  dev evaluation) reuses it; a program is compiled per (beam size, max_len, which constraints are
+  given and their shapes) and per padded source shape.
 
   Args:
     model: an object with `init_decode_state(params, src, src_len, max_len)` and
@@ -60,7 +63,7 @@ class SearchDecoder:
   def _search_fn(self, beam_size: int, max_len: int) -> Callable:
     model, bos_id, eos_id = self.model, self.bos_id, self.eos_id
 
-    def search(params, src, src_len, exact_lens, length_penalty):
+    def search(params, src, src_len, constraints, length_penalty):
       state = model.init_decode_state(params, src, src_len, max_len)
 
       def step(state, tokens):
@@ -68,17 +71,18 @@ class SearchDecoder:
 
       if beam_size == 1:
         out = greedy_search(step, state, bos_id=bos_id, eos_id=eos_id, max_len=max_len,
-                            exact_lens=exact_lens)
+                            **constraints)
         return out.tokens[:, None], out.lengths[:, None], out.scores[:, None]
       out = beam_search(step, state, beam_size=beam_size, bos_id=bos_id, eos_id=eos_id,
-                        max_len=max_len, length_penalty=length_penalty, exact_lens=exact_lens)
+                        max_len=max_len, length_penalty=length_penalty, **constraints)
       return out.tokens, out.lengths, out.scores
 
     return jax.jit(search)
 
   def __call__(self, params: Any, src: np.ndarray, src_len: np.ndarray, *, max_len: int,
                beam_size: int = 1, length_penalty: float = 0.0,
-               exact_lens: np.ndarray | None = None) -> Hypotheses:
+               exact_lens: np.ndarray | None = None, forced_tokens: np.ndarray | None = None,
+               banned_tokens: np.ndarray | None = None) -> Hypotheses:
     """Decodes a batch of sources.
 
     Args:
@@ -90,20 +94,26 @@ class SearchDecoder:
       length_penalty: GNMT's alpha (beam search only; changing it does not recompile).
       exact_lens: None, or int (B,) in [0, max_len]: row b gets exactly exact_lens[b] tokens
         before eos (zoo.search's length constraint).
+      forced_tokens: None, or int (B, max_len): the id row b takes at position t, -1 = free.
+      banned_tokens: None, or int (B, max_len) or (B, max_len, K): ids row b may not take at
+        position t, -1 = none (zoo.search_constraints: forced wins over bans, the length over
+        both).
 
     Returns:
       Hypotheses with W = beam_size.
 
     Raises:
-      ValueError: from zoo.search, for a beam_size or max_len that is not a positive integer.
+      ValueError: from zoo.search, for a beam_size or max_len that is not a positive integer, or
+        constraints of the wrong shape or values.
     """
     key = (beam_size, max_len)
     if key not in self._compiled:
       self._compiled[key] = self._search_fn(beam_size, max_len)
-    if exact_lens is not None:
-      exact_lens = np.asarray(exact_lens, np.int32)
+    constraints = {name: None if value is None else np.asarray(value, np.int32)
+                   for name, value in (("exact_lens", exact_lens), ("forced_tokens", forced_tokens),
+                                       ("banned_tokens", banned_tokens))}
     tokens, lengths, scores = self._compiled[key](
-        params, np.asarray(src, np.int32), np.asarray(src_len, np.int32), exact_lens,
+        params, np.asarray(src, np.int32), np.asarray(src_len, np.int32), constraints,
         np.float32(length_penalty))
     return Hypotheses(*jax.device_get((tokens, lengths, scores)))
 
@@ -128,6 +138,54 @@ def source_batches(sources: Sequence[np.ndarray], boundaries: Sequence[int],
                     boundaries=tuple(boundaries), batch_size=batch_size,
                     length_keys={"src": "src_len"}, process_index=0, process_count=1)
   return batcher.eval_batches()
+
+
+def constraint_shape(per_source: Sequence[np.ndarray] | None, max_len: int
+                     ) -> tuple[int, ...] | None:
+  """The per-row shape of stacked constraints: (T,) when every source gives (L,) ids, else
+  (T, K) with K the most ids any source gives per position (None for None)."""
+  if per_source is None:
+    return None
+  slots = [np.shape(ids)[1] for ids in per_source if np.ndim(ids) == 2]
+  return (max_len, max(slots)) if slots else (max_len,)
+
+
+def batch_constraints(per_source: Sequence[np.ndarray] | None, batch: dict[str, np.ndarray],
+                      shape: tuple[int, ...] | None, name: str) -> np.ndarray | None:
+  """Per-source token constraints stacked for the rows of one batch of `source_batches`.
+
+  Args:
+    per_source: None, or for every source (by its index in `sources`) an int array (L,) or (L, K)
+      over its first L <= T target positions (forced ids, or banned ids with K per position),
+      -1 = none.
+    batch: a batch with 'index' and 'weight' (B,).
+    shape: (T,) or (T, K), from `constraint_shape` over all the sources (so that every batch has
+      the same shape and the search compiles once).
+    name: the argument's name, for errors.
+
+  Returns:
+    None, or int32 (B, *shape): -1 at the positions and slots a source leaves out, and in filler
+    rows.
+
+  Raises:
+    ValueError: naming `name`, for an array that does not fit `shape`.
+  """
+  if per_source is None:
+    return None
+  index, weight = np.asarray(batch["index"]).tolist(), np.asarray(batch["weight"])
+  out = np.full((len(index),) + tuple(shape), -1, np.int32)  # (B, T) or (B, T, K)
+  for row, (i, w) in enumerate(zip(index, weight)):
+    if w <= 0:
+      continue
+    ids = np.asarray(per_source[i])
+    fits = ids.ndim == 1 or (ids.ndim == 2 and len(shape) == 2 and ids.shape[1] <= shape[1])
+    if not fits or len(ids) > shape[0]:
+      raise ValueError(f"{name}[{i}]: expected ids of shape (L,){' or (L, K)' * (len(shape) - 1)} "
+                       f"with L <= {shape[0]} target positions, got shape {ids.shape}")
+    if len(shape) == 2 and ids.ndim == 1:
+      ids = ids[:, None]
+    out[(row, slice(0, len(ids))) + ((slice(0, ids.shape[1]),) if ids.ndim == 2 else ())] = ids
+  return out
 
 
 def decode_batches(decode: Callable[[dict[str, np.ndarray]], Hypotheses],

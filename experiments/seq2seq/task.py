@@ -148,6 +148,8 @@ class Seq2SeqTask(Task):
 
   def decode(self, params: Any, sources: Sequence[np.ndarray], *, beam_size: int = 1,
              length_penalty: float = 0.0, exact_length: bool = False,
+             forced_tokens: Sequence[np.ndarray] | None = None,
+             banned_tokens: Sequence[np.ndarray] | None = None,
              progress: bool = False) -> list[Decoded]:
     """Greedy (beam_size 1) or beam search for id sequences, in length-sorted batches.
 
@@ -158,23 +160,41 @@ class Seq2SeqTask(Task):
       length_penalty: GNMT's alpha for beam search.
       exact_length: every hypothesis has exactly as many tokens as its source without eos
         (zoo.search's length constraint); else it ends where the model puts eos.
+      forced_tokens: None, or per source an int array (L,), L <= max_target_len: the target id
+        forced at each of its first L positions, -1 = free (zoo.search's forced_tokens).
+      banned_tokens: None, or per source an int array (L,) or (L, K): target ids forbidden at each
+        of its first L positions, -1 = none. A forced id wins over a ban, the length over both.
       progress: show a progress bar over the batches on standard error (commands set it; the
         evaluation during training does not).
 
     Returns:
       Per source, in order: its beam_size hypotheses (target ids without eos) best first, and
       their scores.
+
+    Raises:
+      ValueError: for constraints that are not one array per source, or have the wrong shape.
     """
+    for name, per_source in (("forced_tokens", forced_tokens), ("banned_tokens", banned_tokens)):
+      if per_source is not None and len(per_source) != len(sources):
+        raise ValueError(f"{name}: expected one array per source ({len(sources)} sources), got "
+                         f"{len(per_source)}")
     batches = decoding.source_batches(sources, self.source_boundaries, self.decode_batch_size)
     total = -(-len(sources) // self.decode_batch_size)
     batches = tqdm.tqdm(batches, total=total, disable=not progress or total < 2, leave=False,
                         unit="batch", desc="decoding", file=sys.stderr)
 
+    forced_shape = decoding.constraint_shape(forced_tokens, self.max_target_len)
+    banned_shape = decoding.constraint_shape(banned_tokens, self.max_target_len)
+
     def decode_batch(batch):
       src_len = np.asarray(batch["src_len"], np.int32)
-      return self.decoder(params, batch["src"], src_len, max_len=self.max_target_len,
-                          beam_size=beam_size, length_penalty=length_penalty,
-                          exact_lens=src_len - 1 if exact_length else None)
+      return self.decoder(
+          params, batch["src"], src_len, max_len=self.max_target_len, beam_size=beam_size,
+          length_penalty=length_penalty, exact_lens=src_len - 1 if exact_length else None,
+          forced_tokens=decoding.batch_constraints(forced_tokens, batch, forced_shape,
+                                                   "forced_tokens"),
+          banned_tokens=decoding.batch_constraints(banned_tokens, batch, banned_shape,
+                                                   "banned_tokens"))
 
     found = decoding.decode_batches(decode_batch, batches)
     return [found[i] for i in range(len(sources))]

@@ -39,11 +39,11 @@ class TranslationDataConfig:
     max_src_len: the widest source, eos included (longer sentences keep their first tokens).
     max_tgt_len: the widest decoder input, bos included; also the most tokens decoding emits
       (eos included).
-    buckets: padded widths of the batches, ascending, the last == the maximum lengths (requires
+    boundaries: padded widths of the batches, ascending, the last == the maximum lengths (requires
       max_src_len == max_tgt_len); None: the pipeline's default. Each width is one more compiled
       step.
     min_freq: tokens seen fewer times in train are unknown (d2l: 2).
-    max_vocab: keep at most this many tokens per vocabulary (None: all with min_freq).
+    max_size: keep at most this many tokens per vocabulary (None: all with min_freq).
     prepared_dir: where prepared datasets live (None: $ZOO_DATA_DIR or ~/.cache/attention_zoo).
     dev_bleu_examples: dev sentences decoded (greedy) for dev BLEU at every evaluation, a fixed
       random subset; None: all of them.
@@ -55,9 +55,9 @@ class TranslationDataConfig:
   """
   max_src_len: int = 24
   max_tgt_len: int = 24
-  buckets: tuple[int, ...] | None = None
+  boundaries: tuple[int, ...] | None = None
   min_freq: int = 2
-  max_vocab: int | None = None
+  max_size: int | None = None
   prepared_dir: str | None = None
   dev_bleu_examples: int | None = None
   test_bleu_examples: int | None = None
@@ -104,8 +104,8 @@ def _cpu_data() -> TranslationDataConfig:
   """Sentences cut to 16 tokens (98% of the pairs stay whole), vocabularies cut to the 6,000 most
   frequent tokens (English: 99.2% of the training tokens, French: 96.6%; the output layer is most
   of a step's cost), dev BLEU on 1,000 sentences."""
-  return TranslationDataConfig(max_src_len=16, max_tgt_len=16, buckets=(8, 12, 16),
-                               max_vocab=6000, dev_bleu_examples=1000)
+  return TranslationDataConfig(max_src_len=16, max_tgt_len=16, boundaries=(8, 12, 16),
+                               max_size=6000, dev_bleu_examples=1000)
 
 
 def transformer_cpu() -> config_lib.Config:

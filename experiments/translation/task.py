@@ -25,6 +25,7 @@ import numpy as np
 from experiments import plots
 from experiments.config import Config
 from experiments.seq2seq.task import Seq2SeqTask
+from experiments.task import pipeline_options
 from experiments.translation import metrics as bleu_lib
 from pipelines import datasets
 from pipelines.tasks import TranslationData
@@ -114,8 +115,7 @@ class TranslationTask(Seq2SeqTask):
     d = self.config.data
     cls = SharedVocabTranslationData if self.config.model.shared_vocab else TranslationData
     return cls.load(source=self.config.data_dir, data_dir=d.prepared_dir,
-                    max_src_len=d.max_src_len, max_tgt_len=d.max_tgt_len,
-                    boundaries=d.buckets, min_freq=d.min_freq, max_size=d.max_vocab)
+                    **pipeline_options(d, TranslationOptions))
 
   def artifacts_from_data(self) -> dict[str, Vocab]:
     return {"src_vocab": self.data.src_vocab, "tgt_vocab": self.data.tgt_vocab}
@@ -140,8 +140,7 @@ class TranslationTask(Seq2SeqTask):
   def source_boundaries(self) -> tuple[int, ...]:
     """The source widths of the training buckets: decoding compiles no other shapes."""
     d = self.config.data
-    return tuple(TranslationOptions(max_src_len=d.max_src_len, max_tgt_len=d.max_tgt_len,
-                                    boundaries=d.buckets).boundaries["src"])
+    return tuple(TranslationOptions(**pipeline_options(d, TranslationOptions)).boundaries["src"])
 
   @property
   def decode_batch_size(self) -> int:

@@ -25,9 +25,9 @@ def _fails(argv, capsys) -> str:
 
 def test_train_stop_resume_evaluate_predict(tmp_path, capsys, monkeypatch):
   workdir = str(tmp_path / "run")
-  train = ["train", "toy", "--workdir", workdir, "--set", "epochs=1", "--set", "log_every=5"]
+  train = ["train", "toy", "--workdir", workdir, "--train.num_epochs=1", "--train.log_every=5"]
   # SIGTERM while batch 2 is drawn: a checkpoint is saved and the exit status is 128 + 15.
-  assert main(train + ["--set", "data.signal_at_batch=2"]) == 128 + signal.SIGTERM
+  assert main(train + ["--data.signal_at_batch=2"]) == 128 + signal.SIGTERM
   assert "Stopped by SIGTERM" in capsys.readouterr().out
   assert not os.path.exists(os.path.join(workdir, metrics_log.RESULTS_FILE))
   assert main(train) == 0
@@ -72,7 +72,7 @@ def test_train_stop_resume_evaluate_predict(tmp_path, capsys, monkeypatch):
 def test_list_and_show_config(capsys):
   assert main(["list"]) == 0
   assert "toy: mlp*, wide" in capsys.readouterr().out
-  assert main(["train", "toy", "--model", "wide", "--set", "lr=0.5", "--show-config"]) == 0
+  assert main(["train", "toy", "--model", "wide", "--optimizer.learning_rate", "0.5", "--show-config"]) == 0
   shown = capsys.readouterr().out
   assert "optimizer.learning_rate = 0.5" in shown and "model.embed_dim = 14" in shown
 
@@ -82,12 +82,18 @@ def test_bad_names_and_keys_exit_2_with_the_known_ones(capsys, tmp_path):
   assert "toy" in _fails(["train", "imdb"], capsys)
   assert "unknown model 'big' for experiment 'toy'; known models: mlp, wide" in _fails(
       ["train", "toy", "--model", "big"], capsys)
-  err = _fails(["train", "toy", "--set", "optimizer.lrate=1"], capsys)
-  assert "unknown config key 'optimizer.lrate'" in err and "optimizer.learning_rate" in err
-  assert "train.batch_size: expected int, got 'x'" in _fails(
-      ["train", "toy", "--set", "batch_size=x"], capsys)
+  err = _fails(["train", "toy", "--optimizer.learning_rat=1"], capsys)
+  assert "Unrecognized options: --optimizer.learning_rat=1" in err
+  assert "Perhaps you meant:" in err and "--optimizer.learning_rate FLOAT" in err
+  err = _fails(["train", "toy", "--train.batch_size", "x"], capsys)
+  assert "Error parsing --train.batch_size: invalid literal for int() with base 10: 'x'" in err
+  assert "invalid choice 'lion' for argument '--optimizer.name'" in _fails(
+      ["train", "toy", "--optimizer.name=lion"], capsys)
   assert "train.log_every must be at least 1, got 0" in _fails(
-      ["train", "toy", "--set", "log_every=0"], capsys)
+      ["train", "toy", "--train.log_every=0"], capsys)
+  assert "--set KEY=VALUE is gone" in _fails(["train", "toy", "--set", "train.seed=1"], capsys)
+  assert "unrecognized arguments: --train.seed=1" in _fails(
+      ["evaluate", "--workdir", str(tmp_path), "--train.seed=1"], capsys)
   if "translation" not in registry.load_experiments():
     assert "unknown experiment 'translation'" in _fails(["translate", "I won !"], capsys)
   assert "invalid choice: 'nope'" in _fails(["predict", "nope", "text"], capsys)

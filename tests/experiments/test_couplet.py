@@ -1,5 +1,6 @@
-"""The couplet experiment: metrics on known strings, the Luong model's input feeding, the
-length-constrained beam search, and training + the `couplet` command on the shipped sample."""
+"""The couplet experiment: the Luong model's input feeding, the length-constrained beam search,
+and training, the form constraints, the `couplet` command and the report on the shipped sample
+(the metrics: test_couplet_metrics.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ from experiments import metrics_log
 from experiments import runs
 from experiments import trainer
 from experiments.cli import main
+from experiments.couplet import form
 from experiments.couplet import metrics
+from experiments.couplet import report
 from experiments.couplet import task as task_lib
+from experiments.couplet.form import FormOptions
 from experiments.seq2seq import decoding
 from experiments.seq2seq import models
 from pipelines.vocab import EOS_ID
@@ -25,38 +29,6 @@ from pipelines.vocab import EOS_ID
 engine_toy.enable_compilation_cache()
 
 V, B, S, T, H = 11, 3, 5, 7, 12  # vocabulary, batch, source width, target width, hidden
-
-
-# ---- metrics
-
-
-def test_char_bleu_known_values():
-  # One wrong character of 7: n-gram precisions 6/7, 5/6, 4/5, 3/4, no brevity penalty.
-  assert metrics.char_bleu(["一二三四五六七"], ["一二三四五六八"]) == pytest.approx(
-      100 * (6 / 7 * 5 / 6 * 4 / 5 * 3 / 4) ** 0.25, abs=1e-9)
-  # Every n-gram matches but the corpus is 11 characters against 14: BP = exp(1 - 14 / 11).
-  assert metrics.char_bleu(["春风得意马蹄疾", "一日看尽"],
-                           ["春风得意马蹄疾", "一日看尽长安花"]) == pytest.approx(
-                               100 * math.exp(1 - 14 / 11), abs=1e-9)
-  assert metrics.char_bleu(["一 二 三 四"], ["一二三四"]) == pytest.approx(100.0)  # spaces ignored
-  with pytest.raises(ValueError, match="same length"):
-    metrics.char_bleu(["一"], ["一", "二"])
-
-
-def test_length_and_copy_rates_known_values():
-  uppers = [list("春风，得意"), list("夏日长"), ["<unk>", "水"], list("山高")]
-  hyps = [list("春雨，失意"), list("秋月"), ["<unk>", "山"], list("水深")]
-  # Copies: 春 and 意 in the first pair (the aligned comma is not one); <unk> never counts.
-  assert [metrics.same_position_copies(h, u) for h, u in zip(hyps, uppers)] == [2, 0, 0, 0]
-  assert metrics.exact_length_rate(hyps, uppers) == 3 / 4
-  assert metrics.copy_rate(hyps, uppers) == 1 / 4
-  # Aligned content positions: 4 (comma left out) + 2 (min length) + 1 (<unk> left out) + 2.
-  assert metrics.copied_char_rate(hyps, uppers) == 2 / 9
-  assert metrics.line_text(["<unk>", "山"]) == metrics.UNK_CHAR + "山"
-  scores = metrics.score_lines(hyps, uppers, ["春雨，失意", "秋月", "□山", "水深"])
-  assert scores.as_dict("_free") == pytest.approx({
-      "bleu_free": 100.0, "exact_length_free": 0.75, "copy_rate_free": 0.25,
-      "copied_chars_free": 2 / 9, "count_free": 4.0}, abs=1e-9)
 
 
 # ---- models and search
@@ -139,11 +111,11 @@ def workdir(tmp_path_factory):
   """A tiny LSTM run on the sample: one bucket of width 10, 4 steps, beam 3."""
   path = str(tmp_path_factory.mktemp("couplet") / "run")
   config = runs.make_config("couplet", "lstm", overrides=[
-      "model.embed_dim=8", "model.hidden_size=12", "model.num_layers=1", "train.num_steps=4",
-      "train.batch_size=16", "train.eval_batch_size=128", "train.log_every=2",
-      "train.progress_bar=false", "data.max_len=10", "data.buckets=10",
-      "data.dev_decode_examples=5", "data.test_decode_examples=0", "data.beam_size=3",
-      "data.decode_batch_size=8"])
+      "--model.embed_dim=8", "--model.hidden_size=12", "--model.num_layers=1", "--train.num_steps=4",
+      "--train.batch_size=16", "--train.eval_batch_size=128", "--train.log_every=2",
+      "--train.progress_bar=False", "--data.max_len=10", "--data.boundaries=10",
+      "--data.dev_decode_examples=5", "--data.test_decode_examples=0", "--data.beam_size=3",
+      "--data.decode_batch_size=8"])
   task = task_lib.CoupletTask(config)
   trainer.train(task, config, path, devices=jax.devices()[:1])  # one device: fewer compiles
   return path
@@ -156,6 +128,9 @@ def test_training_writes_metrics_vocab_and_samples(workdir):
   assert dev["perplexity"] == pytest.approx(math.exp(dev["nll"]), rel=1e-4)
   assert dev["decoded"] == 5 and dev["exact_length"] == 1.0
   assert 0 <= dev["bleu"] <= 100 and 0 <= dev["exact_length_free"] <= 1
+  names = metrics.CoupletScores.names() + metrics.CoupletScores.names("_free")
+  assert set(names + metrics.REFERENCE_NAMES) <= set(dev)
+  assert dev["ref_punct_match_rate"] == 1.0  # the first 5 dev couplets keep their punctuation
   assert "bleu" not in test and test["perplexity"] == pytest.approx(math.exp(test["nll"]), 1e-4)
   assert os.path.exists(os.path.join(workdir, task_lib.CoupletTask.ARTIFACTS["vocab"]))
   with open(os.path.join(workdir, task_lib.SAMPLES_FILE), encoding="utf-8") as f:
@@ -182,3 +157,81 @@ def test_couplet_command_prints_beams_of_the_upper_lines_length(workdir, capsys,
 
   assert main(["couplet", "一二三四五六七八九十", "--workdir", workdir]) == 2  # max_len 10
   assert "at most 9" in capsys.readouterr().err
+
+
+# Upper lines of the shipped sample, cut to the 9 characters this run reads, with marks at 1, 3, 4.
+FORM_UPPERS = ["精进修行，为人师表", "店虽小，酱醋油盐犹", "一碧无垠，吴楚青苍", "春，风"]
+
+
+def _assert_form_kept(uppers, lines):
+  for upper, line in zip(uppers, lines):
+    upper, line = list(upper), list(line)
+    assert len(line) == len(upper), (upper, line)
+    assert form.punct_matches(line, upper), (upper, line)
+    assert form.same_position_copies(line, upper) == 0, (upper, line)
+
+
+def test_form_constraints_hold_for_a_model_that_breaks_the_form(workdir):
+  run = runs.load_run(workdir, "best", None)
+  task = run.task
+  # Bias the output layer to 人 (at position 6 of the first upper line) above the comma above
+  # everything else: with the length alone every line is all 人, a copy and no comma.
+  params = jax.tree.map(np.array, run.params)
+  output = params["output"] if "output" in params else params["decoder"]["output"]
+  people, comma = task.vocab.token_to_id("人"), task.vocab.token_to_id("，")
+  output["bias"][people] += 60.0
+  output["bias"][comma] += 50.0
+  length_only = task.generate(params, FORM_UPPERS)
+  assert [g.lines[0] for g in length_only] == ["人" * len(u) for u in FORM_UPPERS]
+  kept = task.generate(params, FORM_UPPERS, options=FormOptions(force_punct=True, no_copy=True),
+                       num_results=3)
+  for rank in range(3):
+    _assert_form_kept(FORM_UPPERS, [g.lines[rank] for g in kept])
+  # Where the comma is forced it is chosen; 人 is banned only where the upper line has it.
+  assert kept[0].lines[0][4] == "，" and kept[0].lines[0][6] != "人"
+  assert kept[0].lines[0].count("人") == 7 and kept[1].lines[0].count("人") == 8
+  # Forced and banned ids only restrict the choice: the scores stay the model's log-probabilities.
+  assert all(np.isfinite(g.scores).all() for g in kept)
+
+
+def test_form_constraints_hold_on_the_dev_split(workdir):
+  run = runs.load_run(workdir, "best", None)
+  both = FormOptions(force_punct=True, no_copy=True)
+  scores, lines = run.task.score_split(run.params, "dev", 40, options=both)
+  assert scores.count == 40
+  assert (scores.exact_length, scores.punct_match_rate, scores.copy_rate) == (1.0, 1.0, 0.0)
+  sources = run.task.data.splits["dev"].sequences["src"]
+  uppers = [run.task.vocab.decode(sources[i]) for i in range(40)]
+  assert sum(bool(form.punct_positions(u)) for u in uppers) >= 3  # some lines have marks
+  _assert_form_kept(uppers, lines)
+  with pytest.raises(ValueError, match=r"forced_tokens: expected one array per source \(2 "
+                                       r"sources\), got 1"):
+    run.task.decode(run.params, [sources[0], sources[1]], forced_tokens=[np.array([-1])])
+
+
+def test_couplet_command_keeps_the_form_with_its_flags(workdir, capsys):
+  assert main(["couplet", *FORM_UPPERS, "--workdir", workdir, "--force-punct", "--no-copy",
+               "--num-results", "2"]) == 0
+  blocks = capsys.readouterr().out.split("\n\n")
+  assert len(blocks) == len(FORM_UPPERS)
+  for upper, block in zip(FORM_UPPERS, blocks):
+    _assert_form_kept([upper] * 2, [line.split("\t")[1] for line in block.strip().splitlines()])
+
+
+def test_report_scores_each_form_and_the_references(workdir, tmp_path, capsys):
+  out = str(tmp_path / "report.json")
+  assert report.main(["--workdir", workdir, "--splits", "dev", "--limit", "7", "--force-punct",
+                      "--no-copy", "--out", out]) == 0
+  capsys.readouterr()
+  with open(out, encoding="utf-8") as f:
+    dev = json.load(f)["splits"]["dev"]
+  forms = ["free", "length", "length+punct", "length+nocopy", "length+punct+nocopy"]
+  assert list(dev) == ["perplexity", "perplexity_s", *forms, "reference"]
+  for name in forms:
+    assert set(dev[name]) == {*metrics.CoupletScores.names(), "count", "decode_s"}
+    assert dev[name]["count"] == 7
+  assert dev["length"]["exact_length"] == 1.0
+  kept = dev["length+punct+nocopy"]
+  assert (kept["exact_length"], kept["punct_match_rate"], kept["copy_rate"]) == (1.0, 1.0, 0.0)
+  assert dev["length+punct"]["punct_match_rate"] == 1.0 and dev["length+nocopy"]["copy_rate"] == 0
+  assert set(dev["reference"]) == {*metrics.REFERENCE_NAMES, "count"}

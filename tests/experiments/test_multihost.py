@@ -46,8 +46,8 @@ TIMEOUT_S = 90.0  # per start of both processes; generous for a loaded 2-core ma
 HEARTBEAT_S = 4.0
 RTOL = 1e-5
 # 2 epochs of 5 steps of 12 examples; logs every 2 steps, checkpoints every 3 and at epoch ends.
-OVERRIDES = ("train.num_epochs=2", "train.log_every=2", "train.checkpoint_every=3",
-             "train.progress_bar=false")
+OVERRIDES = ("--train.num_epochs=2", "--train.log_every=2", "--train.checkpoint_every=3",
+             "--train.progress_bar=False")
 
 
 def _free_port() -> int:
@@ -72,11 +72,8 @@ def _environment() -> dict[str, str]:
 
 
 def _train_argv(workdir: str, extra=()) -> list[str]:
-  argv = [sys.executable, "-m", "experiments", "--import", "engine_toy", "train", "toy",
-          "--workdir", workdir]
-  for override in (*OVERRIDES, *extra):
-    argv += ["--set", override]
-  return argv
+  return [sys.executable, "-m", "experiments", "--import", "engine_toy", "train", "toy",
+          "--workdir", workdir, *OVERRIDES, *extra]
 
 
 def _start_both(workdir, tmp_path, extra=(), name="start") -> list[tuple[int, str]]:
@@ -193,7 +190,7 @@ def test_multihost_stops_together_and_a_dead_process_is_named_and_the_run_resume
   workdir = tmp_path / "run"
   # 1. SIGTERM reaches process 1 alone, while it draws batch 3 (during step 2): both processes
   # agree to stop after the same step, save it together and exit with 128 + 15.
-  ends = _start_both(workdir, tmp_path, ["data.signal_at_batch=3", "data.fault_process=1"],
+  ends = _start_both(workdir, tmp_path, ["--data.signal_at_batch=3", "--data.fault_process=1"],
                      "sigterm")
   assert [status for status, _ in ends] == [143, 143], ends
   stopped = re.findall(r"^Stopped by SIGTERM at step (\d+); a checkpoint was saved", ends[0][1],
@@ -205,7 +202,7 @@ def test_multihost_stops_together_and_a_dead_process_is_named_and_the_run_resume
   # 2. Process 1 is killed (SIGKILL) while it draws batch 7 (during step 6): process 0 stops
   # within the heartbeat timeout, naming it and the last complete checkpoint.
   started = time.monotonic()
-  ends = _start_both(workdir, tmp_path, ["data.kill_at_batch=7", "data.fault_process=1"], "kill")
+  ends = _start_both(workdir, tmp_path, ["--data.kill_at_batch=7", "--data.fault_process=1"], "kill")
   assert ends[1][0] == -9, ends[1][1]
   status0, out0 = ends[0]
   assert status0 == distributed.PEER_FAILURE_STATUS, out0

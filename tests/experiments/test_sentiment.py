@@ -53,9 +53,9 @@ def _small_config(name: str, extra=()) -> config_lib.Config:
   cfg = configs.CONFIGS[name]()
   cfg.experiment, cfg.model_name = "sentiment", name
   keys = set(config_lib.leaf_paths(cfg))
-  wanted = [f"model.{s}" for s in SMALL if f"model.{s.split('=')[0]}" in keys]
+  wanted = [f"--model.{s}" for s in SMALL if f"model.{s.split('=')[0]}" in keys]
   # Word bigrams have tests of their own (the `sample` fixture has none).
-  return config_lib.override(cfg, wanted + ["data.bigrams=false"] + list(extra))
+  return config_lib.override(cfg, wanted + ["--data.bigrams=False"] + list(extra))
 
 
 @pytest.mark.parametrize("name", sorted(configs.CONFIGS))
@@ -63,7 +63,7 @@ def test_every_model_runs_and_trains(name, sample, small_batch):
   """Shapes, per-word weights, padding invariance, and a few steps that change every parameter
   (the default model, with a larger learning rate, must also lower its loss at every step)."""
   default = name == configs.DEFAULT_MODEL
-  cfg = _small_config(name, ["learning_rate=0.01"] if default else [])
+  cfg = _small_config(name, ["--optimizer.learning_rate=0.01"] if default else [])
   task = SentimentTask(cfg, data=sample)
   tx = optax.adam(cfg.optimizer.learning_rate)
   train_step = steps.make_train_step(task, tx)
@@ -113,8 +113,9 @@ def test_word_weights_of_self_attention_are_the_mean_over_real_query_rows():
 
 def test_train_then_predict_prints_label_and_word_weights(tmp_path, capsys, sample):
   workdir = str(tmp_path / "run")
-  cfg = _small_config("bilstm_attn_dot", ["data.max_len=32", "data.buckets=32", "num_steps=1",
-                                          "batch_size=16", "progress_bar=false"])
+  cfg = _small_config("bilstm_attn_dot", ["--data.max_len=32", "--data.boundaries=32",
+                                          "--train.num_steps=1", "--train.batch_size=16",
+                                          "--train.progress_bar=False"])
   result = trainer.train(SentimentTask(cfg, data=sample), cfg, workdir)
   assert 0.0 <= result.results["test"]["accuracy"] <= 1.0
   for name in ("results.json", "curves.png", "attention.png", "vocab.json"):
@@ -164,7 +165,7 @@ def bigram_batch(sample_bigrams):
 
 @pytest.mark.parametrize("name", ["ngram_attn", "bilstm_attn_additive", "bilstm_mha"])
 def test_bigram_models_add_a_bigram_embedding_and_train_it(name, sample_bigrams, bigram_batch):
-  cfg = _small_config(name, ["data.bigrams=true", "learning_rate=0.01"])
+  cfg = _small_config(name, ["--data.bigrams=True", "--optimizer.learning_rate=0.01"])
   task = SentimentTask(cfg, data=sample_bigrams)
   params = task.init(jax.random.key(0), bigram_batch)
   leaves = jax.tree_util.tree_leaves_with_path(params)
@@ -227,16 +228,17 @@ def test_bigram_inputs_are_checked(sample, sample_bigrams, bigram_batch):
         jax.random.key(0), tokens % 50, lengths, bigrams=bigrams % 60)
   for name in ("sanet", "transformer"):
     with pytest.raises(ValueError, match="does not read bigrams"):
-      SentimentTask(_small_config(name, ["data.bigrams=true"]), data=sample_bigrams)
-  task = SentimentTask(_small_config("ngram_attn", ["data.bigrams=true"]), data=sample)
+      SentimentTask(_small_config(name, ["--data.bigrams=True"]), data=sample_bigrams)
+  task = SentimentTask(_small_config("ngram_attn", ["--data.bigrams=True"]), data=sample)
   with pytest.raises(ValueError, match="loaded without bigrams"):
     task.model  # pylint: disable=pointless-statement
 
 
 def test_bigram_run_saves_its_bigram_vocabulary_and_predicts(tmp_path, capsys, sample_bigrams):
   workdir = str(tmp_path / "run")
-  cfg = _small_config("ngram_attn", ["data.bigrams=true", "data.max_len=32", "data.buckets=32",
-                                     "num_steps=2", "batch_size=16", "progress_bar=false"])
+  cfg = _small_config("ngram_attn", ["--data.bigrams=True", "--data.max_len=32", "--data.boundaries=32",
+                                     "--train.num_steps=2", "--train.batch_size=16",
+                                     "--train.progress_bar=False"])
   trainer.train(SentimentTask(cfg, data=sample_bigrams), cfg, workdir)
   assert Vocab.load(tmp_path / "run" / "bigram_vocab.json") == sample_bigrams.bigram_vocab
   capsys.readouterr()

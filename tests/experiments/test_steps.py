@@ -96,7 +96,7 @@ def test_eval_metrics_are_exact_weighted_means_over_padded_batches():
 
 
 def test_bfloat16_compute_keeps_float32_parameters():
-  task, dp, state, step, batch = _setup(["train.dtype=bfloat16"])
+  task, dp, state, step, batch = _setup(["--train.dtype=bfloat16"])
   assert task.model.dtype == jnp.bfloat16
   new, metrics = step(dp.replicate(state), dp.shard_batch(batch))
   for leaf in jax.tree.leaves(new.params) + jax.tree.leaves(new.opt_state[0].mu):

@@ -40,8 +40,7 @@ def test_a_copied_template_trains_and_predicts_without_engine_changes(copied):
   assert listed.returncode == 0, listed.stderr
   assert "sentiment_pool: pooling*" in listed.stdout.splitlines()
 
-  trained = _run([*common, "train", "sentiment_pool", "--workdir", workdir, "--set",
-                  "train.num_epochs=1", "--set", "train.progress_bar=false"], copied, str(copied))
+  trained = _run([*common, "train", "sentiment_pool", "--workdir", workdir, "--train.num_epochs=1", "--train.progress_bar=False"], copied, str(copied))
   assert trained.returncode == 0, trained.stderr[-3000:]
   for name in ("config.json", "vocab.json", "results.json", "metrics.jsonl"):
     assert os.path.exists(os.path.join(workdir, name)), name

@@ -24,7 +24,7 @@ engine_toy.enable_compilation_cache()
 
 # 2 epochs of 5 steps; logs every 2 steps, checkpoints every 3 and at epoch ends, dev eval at epoch
 # ends; dropout is on, so the per-step rng matters for exactness.
-RUN = ["train.num_epochs=2", "train.log_every=2", "train.checkpoint_every=3"]
+RUN = ["--train.num_epochs=2", "--train.log_every=2", "--train.checkpoint_every=3"]
 
 
 def _train(workdir, overrides=(), model="mlp"):
@@ -46,7 +46,7 @@ def finished(tmp_path_factory):
 
 def test_interrupted_run_resumes_bit_for_bit(finished, tmp_path):
   # SIGTERM arrives while batch 6 is drawn (prefetched during step 5): the loop saves and stops.
-  stopped = _train(tmp_path, ["data.signal_at_batch=6"])
+  stopped = _train(tmp_path, ["--data.signal_at_batch=6"])
   assert stopped.interrupted == signal.SIGTERM and stopped.results is None
   assert 0 < stopped.step < 10
   assert Checkpoints(str(tmp_path)).latest_step() == stopped.step
@@ -93,7 +93,7 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_good_checkpoint(tmp_path):
   # Batch 6 (0-based) makes the loss NaN at step 7. Logs come every 5 steps, so the bad step is
   # found by the check before the step-8 checkpoint (interval 4), which must not be written.
   with pytest.raises(trainer.NonFiniteLossError, match=r"step 7: the loss became nan") as info:
-    _train(tmp_path, ["data.nan_at_batch=6", "log_every=5", "checkpoint_every=4"])
+    _train(tmp_path, ["--data.nan_at_batch=6", "--train.log_every=5", "--train.checkpoint_every=4"])
   assert info.value.step == 7 and info.value.checkpoint_step == 5
   assert "step 5, is kept" in str(info.value)
   ckpts = Checkpoints(str(tmp_path))
@@ -156,8 +156,8 @@ class _ToyWithExtra(engine_toy.ToyTask):
 
 def test_extra_eval_gets_the_engines_means_and_its_best_metric_is_checked_first(tmp_path):
   cfg = config_lib.override(engine_toy.EXPERIMENT.config("mlp"),
-                            [*RUN, "train.num_epochs=1", "train.best_metric=dev/twice_loss",
-                             "train.best_mode=min"])
+                            [*RUN, "--train.num_epochs=1", "--train.best_metric=dev/twice_loss",
+                             "--train.best_mode=min"])
   task = _ToyWithExtra(cfg)
   result = trainer.train(task, cfg, str(tmp_path / "ok"))
   assert [split for split, _ in task.seen] == ["dev", "test"]
@@ -166,7 +166,7 @@ def test_extra_eval_gets_the_engines_means_and_its_best_metric_is_checked_first(
   assert task.seen[0][1] == {"loss": dev["loss"], "accuracy": dev["accuracy"]}
   assert result.results["best"]["metric"] == "dev/twice_loss"
 
-  typo = config_lib.override(cfg, ["train.best_metric=dev/twice_los"])
+  typo = config_lib.override(cfg, ["--train.best_metric=dev/twice_los"])
   with pytest.raises(ValueError, match=r"'dev/twice_los' is not among the dev metrics of the task "
                      r"\(dev/accuracy, dev/loss, dev/twice_loss\)"):
     trainer.train(_ToyWithExtra(typo), typo, str(tmp_path / "typo"))
@@ -174,7 +174,7 @@ def test_extra_eval_gets_the_engines_means_and_its_best_metric_is_checked_first(
 
 
 def test_extra_eval_must_return_what_it_declares(tmp_path):
-  cfg = config_lib.override(engine_toy.EXPERIMENT.config("mlp"), [*RUN, "train.num_epochs=1"])
+  cfg = config_lib.override(engine_toy.EXPERIMENT.config("mlp"), [*RUN, "--train.num_epochs=1"])
   with pytest.raises(RuntimeError, match=r"returned the metrics \['twice_loss'\], but its "
                      r"extra_metric_names\('dev'\) declares \['bleu'\]"):
     trainer.train(_ToyWithExtra(cfg, names=("bleu",)), cfg, str(tmp_path))

@@ -24,12 +24,12 @@ from pipelines.vocab import EOS_ID
 
 WIDTH = 8  # source and target widths of the tiny runs
 B = 5  # sentences in the overfit batch
-TINY = ("model.model_dim=32", "model.num_heads=2", "model.ffn_hidden=48",
-        "model.num_encoder_layers=1", "model.num_decoder_layers=1", "model.dropout_rate=0.0",
-        "model.label_smoothing=0.0", f"data.max_src_len={WIDTH}", f"data.max_tgt_len={WIDTH}",
-        f"data.buckets={WIDTH}", "data.decode_batch_size=8", "data.beam_size=3",
-        "data.length_penalty=0.0", "data.test_bleu_examples=11", "train.batch_size=8",
-        "train.eval_batch_size=256")
+TINY = ("--model.model_dim=32", "--model.num_heads=2", "--model.ffn_hidden=48",
+        "--model.num_encoder_layers=1", "--model.num_decoder_layers=1", "--model.dropout_rate=0.0",
+        "--model.label_smoothing=0.0", f"--data.max_src_len={WIDTH}", f"--data.max_tgt_len={WIDTH}",
+        f"--data.boundaries={WIDTH}", "--data.decode_batch_size=8", "--data.beam_size=3",
+        "--data.length_penalty=0.0", "--data.test_bleu_examples=11", "--train.batch_size=8",
+        "--train.eval_batch_size=256")
 
 
 # ---- the masked loss

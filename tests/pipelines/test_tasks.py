@@ -34,8 +34,9 @@ def _imdb(tmp_path=None, **options):
   test = _reviews(13, 1)
   test[2] = {"text": "Zyzzyva quokka!", "label": 1, "rating": 9}  # "!" is known, the words not
   test[5] = {"text": "Zyzzyva quokka", "label": 1, "rating": 9}  # all unknown
-  return tasks.SentimentData(train, test, max_len=9, boundaries=(3, 6, 9), min_freq=1,
-                             dev_fraction=0.25, vocab_dir=tmp_path, **options)
+  return tasks.SentimentData.from_records(train, test, max_len=9, boundaries=(3, 6, 9),
+                                          min_freq=1, dev_fraction=0.25, vocab_dir=tmp_path,
+                                          **options)
 
 
 def test_sentiment_splits_report_and_batches(tmp_path):
@@ -74,8 +75,9 @@ def test_dev_split_is_deterministic_and_vocab_reloads_identically(tmp_path):
     np.testing.assert_array_equal(a.sequences["tokens"].flat, b.sequences["tokens"].flat)
     np.testing.assert_array_equal(a.scalars["label"], b.scalars["label"])
   # Other options make the stored vocabulary stale: it is rebuilt, and says why.
-  third = tasks.SentimentData(_reviews(41, 0), _reviews(13, 1), max_len=9, boundaries=(3, 6, 9),
-                              min_freq=2, dev_fraction=0.25, vocab_dir=tmp_path)
+  third = tasks.SentimentData.from_records(_reviews(41, 0), _reviews(13, 1), max_len=9,
+                                           boundaries=(3, 6, 9), min_freq=2, dev_fraction=0.25,
+                                           vocab_dir=tmp_path)
   assert "rebuilt" in third.report["vocab"]["imdb_vocab.json"]
   assert "min_freq" in third.report["vocab"]["imdb_vocab.json"]
   assert Vocab.load(tmp_path / "imdb_vocab.json") == third.vocab
@@ -144,17 +146,53 @@ def test_cache_round_trip_and_staleness(tmp_path):
                                                            dataclasses.asdict(data.options))[1]
 
 
-def test_options_are_checked():
+def test_a_cache_with_other_vocabularies_is_not_used(tmp_path):
+  class SharedVocab(tasks.TranslationData):  # same file name of the cache, one vocabulary
+    shared_vocab = True
+
+  data = _translation(vocab_dir=tmp_path)
+  data.save_cache(tmp_path)
+  back, why = SharedVocab._from_cache(str(tmp_path), dataclasses.asdict(data.options))
+  assert back is None and why.endswith("names the vocabularies ['fra_eng_en_vocab.json', "
+                                        "'fra_eng_fr_vocab.json'], not "
+                                        "['fra_eng_shared_vocab.json']")
+
+
+def test_options_are_checked(tmp_path):
   with pytest.raises(ValueError, match=r"unknown options \['max_length'\]"):
     _imdb(max_length=3)
+  with pytest.raises(ValueError, match=r"unknown options \['max_length'\]"):
+    tasks.SentimentData.load(data_dir=tmp_path, max_length=3)
+  assert not list(tmp_path.iterdir())  # refused before anything was prepared
   with pytest.raises(ValueError, match="must end at the maximum length 9"):
-    tasks.SentimentData([], [], max_len=9, boundaries=(3, 8))
+    tasks.SentimentData.from_records([], [], max_len=9, boundaries=(3, 8))
   with pytest.raises(ValueError, match="max_tgt_len must be an integer >= 2"):
     tasks.TranslationOptions(max_tgt_len=1)
   assert tasks.CoupletOptions().boundaries == {"src": (8, 12, 18, 33), "tgt": (8, 12, 18, 33)}
   assert tasks.TranslationOptions(max_src_len=20).boundaries == {"src": (5, 10, 15, 20),
                                                                  "tgt": (8, 12, 16, 24)}
   assert tasks.SentimentOptions(max_len=100).boundaries == (25, 50, 75, 100)
+
+
+def test_a_task_must_name_its_own_options_class(tmp_path):
+  class Forgetful(tasks.Seq2SeqData):
+    task, fields = "forgetful", ("left", "right")
+
+  message = r"^Forgetful declares no options_class \(the options dataclass every TaskData"
+  with pytest.raises(TypeError, match=message):
+    Forgetful.from_records({"train": [{"left": "a b", "right": "c"}]})
+  with pytest.raises(TypeError, match=message):
+    Forgetful._from_cache(str(tmp_path), {})
+  with pytest.raises(TypeError, match="^TaskData declares no options_class"):
+    tasks.TaskData({})
+  with pytest.raises(TypeError, match="^Seq2SeqData declares no options_class"):
+    tasks.Seq2SeqData.load()
+  # Each task has its own; none falls back to another task's options.
+  assert [cls.options_class for cls in (tasks.SentimentData, tasks.TranslationData,
+                                        tasks.CoupletData)] == [
+      tasks.SentimentOptions, tasks.TranslationOptions, tasks.CoupletOptions]
+  with pytest.raises(ValueError, match=r"unknown options \['max_len'\]"):
+    tasks.TranslationData.from_records({"train": []}, max_len=9)
 
 
 def test_sentiment_train_iterator_resumes():
@@ -171,9 +209,10 @@ def test_sentiment_train_iterator_resumes():
 
 def test_sentiment_bad_records():
   with pytest.raises(ValueError, match="labels must be 0 or 1"):
-    tasks.SentimentData(_reviews(7, 0, label_of=lambda i: -1), _reviews(3, 1), min_freq=1)
+    tasks.SentimentData.from_records(_reviews(7, 0, label_of=lambda i: -1), _reviews(3, 1),
+                                     min_freq=1)
   with pytest.raises(ValueError, match="has no field 'text'"):
-    tasks.SentimentData([{"review": "x", "label": 0}], _reviews(3, 1))
+    tasks.SentimentData.from_records([{"review": "x", "label": 0}], _reviews(3, 1))
   with pytest.raises(ValueError, match="unknown split 'validation'"):
     _imdb().eval_batches("validation", 4)
 
@@ -186,9 +225,10 @@ FRA = [("Go.", "Va !"), ("Run!", "Cours\u202f!"), ("Who?", "Qui ?"), ("I see.", 
 
 def _translation(**options):
   records = [{"en": en, "fr": fr} for en, fr in FRA]
-  return tasks.TranslationData({"train": records[:8], "dev": records[8:]}, max_src_len=6,
-                               max_tgt_len=5, boundaries={"src": (3, 6), "tgt": (3, 5)},
-                               min_freq=1, **options)
+  return tasks.TranslationData.from_records({"train": records[:8], "dev": records[8:]},
+                                            max_src_len=6, max_tgt_len=5,
+                                            boundaries={"src": (3, 6), "tgt": (3, 5)},
+                                            min_freq=1, **options)
 
 
 def test_translation_ids_are_exact():
@@ -232,8 +272,8 @@ def test_couplets_shared_vocab_and_unequal_pairs():
   upper = ["晚 风 摇 树", "丹 枫 江 冷", "闲 来", "一 二 三", "春 风", "  "]
   lower = ["晨 露 润 花", "白 露 山 寒", "静 坐", "四 五", "秋 雨", "春"]
   records = [{"upper": u, "lower": l} for u, l in zip(upper, lower)]
-  data = tasks.CoupletData({"train": records, "test": records[:2]}, max_src_len=4, max_tgt_len=5,
-                           min_freq=1)
+  data = tasks.CoupletData.from_records({"train": records, "test": records[:2]}, max_src_len=4,
+                                        max_tgt_len=5, min_freq=1)
   assert data.src_vocab is data.tgt_vocab
   report = data.report["train"]
   assert (report["skipped_empty"], report["skipped_unequal"], report["kept"]) == (1, 1, 4)
@@ -243,7 +283,7 @@ def test_couplets_shared_vocab_and_unequal_pairs():
   assert data.target_text(batch["tgt_out"][order[0]]) == "晨露润花"
   assert data.references("test") == ["晨露润花", "白露山寒"]
   assert batch["tgt_len"][order].tolist() == [5, 5] and batch["src_len"][order].tolist() == [4, 4]
-  rev = tasks.CoupletData({"train": records}, min_freq=1, reverse=True)
+  rev = tasks.CoupletData.from_records({"train": records}, min_freq=1, reverse=True)
   assert rev.src_vocab == data.src_vocab
   assert rev.target_text(rev.splits["train"].sequences["tgt_out"][0]) == "晚风摇树"
 

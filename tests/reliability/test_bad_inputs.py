@@ -229,7 +229,8 @@ def _sentiment(env, texts, **options):
   """SentimentData with the given test reviews, 8 ordinary training reviews, min_freq=1."""
   train = _reviews(["good film", "great film", "fine acting", "good plot"], 1) + _reviews(
       ["bad film", "dull film", "poor acting", "bad plot"], 0)
-  return tasks.SentimentData(train, _reviews(texts), min_freq=1, dev_fraction=0.25, **options)
+  return tasks.SentimentData.from_records(train, _reviews(texts), min_freq=1, dev_fraction=0.25,
+                                          **options)
 
 
 def _write(env, files: dict[str, bytes]) -> str:
@@ -419,8 +420,8 @@ def _train_toy_over_a_best_of_another_metric(env):
   ckpts = Checkpoints(env.tmp, best_metric="dev/accuracy", best_mode="max", asynchronous=False)
   ckpts.save_best(4, {"w": np.ones(3, np.float32)}, {"dev/accuracy": 0.75, "dev/loss": 0.5})
   ckpts.close()
-  return _cli(["train", "toy", "--workdir", env.tmp, "--set", "train.best_metric=dev/loss",
-               "--set", "train.best_mode=min"])
+  return _cli(["train", "toy", "--workdir", env.tmp, "--train.best_metric=dev/loss",
+               "--train.best_mode=min"])
 
 
 def _nothing_trained(check: Callable[[Exit], None]) -> Callable[[Exit], None]:
@@ -436,7 +437,7 @@ def _train_toy(env, *overrides):
   """`python -m experiments train toy` with overrides, in a new work directory."""
   argv = ["train", "toy", "--workdir", os.path.join(env.tmp, "run")]
   for override in overrides:
-    argv += ["--set", override]
+    argv += [override]
   return _cli(argv)
 
 
@@ -447,12 +448,13 @@ CLI_CASES = [
     Case("cli-unknown-model", lambda env: _cli(["train", "toy", "--model", "big"]),
          check=_fails_with(2, "unknown model 'big' for experiment 'toy'; known models: mlp, wide")),
     Case("cli-unknown-config-key",
-         lambda env: _cli(["train", "toy", "--set", "optimizer.learning_rat=0.1"]),
-         check=_fails_with(2, "unknown config key 'optimizer.learning_rat' (did you mean "
-                           "optimizer.learning_rate?)")),
+         lambda env: _cli(["train", "toy", "--optimizer.learning_rat=0.1"]),
+         check=_fails_with(2, "Unrecognized options: --optimizer.learning_rat=0.1\nPerhaps you "
+                           "meant:\n--optimizer.learning_rate FLOAT")),
     Case("cli-config-value-of-the-wrong-type",
-         lambda env: _cli(["train", "toy", "--set", "train.num_epochs=two"]),
-         check=_fails_with(2, "train.num_epochs: expected int, got 'two'")),
+         lambda env: _cli(["train", "toy", "--train.num_epochs=two"]),
+         check=_fails_with(2, "Error parsing --train.num_epochs: invalid literal for int() with "
+                           "base 10: 'two'")),
     Case("cli-checkpoint-of-another-model-configuration", _train_other_model_over,
          check=_fails_with(1, "params/Embed_0/embedding: the current model has shape (13, 14) "
                            "float32, the checkpoint has shape (13, 10) float32"),
@@ -471,11 +473,11 @@ CLI_CASES = [
     Case("cli-data-dir-that-does-not-exist", _train_with_missing_data,
          check=_fails_with(1, "no-such-imdb does not exist", untouched=True)),
     Case("cli-batch-the-devices-cannot-split",
-         lambda env: _train_toy(env, "train.batch_size=10"),
+         lambda env: _train_toy(env, "--train.batch_size=10"),
          check=_fails_with(1, "train.batch_size = 10 must be a multiple of the number of devices "
                            "(4)", untouched=True)),
     Case("cli-best-metric-the-task-does-not-report",
-         lambda env: _train_toy(env, "train.best_metric=dev/bleu"),
+         lambda env: _train_toy(env, "--train.best_metric=dev/bleu"),
          check=_fails_with(1, "train.best_metric 'dev/bleu' is not among the dev metrics of the "
                            "task (dev/accuracy, dev/loss)", untouched=True)),
 ]

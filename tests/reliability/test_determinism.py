@@ -32,7 +32,7 @@ def test_same_seed_gives_identical_metrics_and_parameters(reference_run, tmp_pat
 
 
 def test_another_seed_gives_other_metrics_and_parameters(reference_run, tmp_path):
-  other = toy_runs.train(tmp_path, ["train.seed=1"])
+  other = toy_runs.train(tmp_path, ["--train.seed=1"])
   ours = toy_runs.records(tmp_path)
   theirs = toy_runs.records(reference_run.workdir)
   assert [(r["step"], r["split"]) for r in ours] == [(r["step"], r["split"]) for r in theirs]

@@ -182,7 +182,7 @@ def test_killed_and_stopped_runs_resume_to_the_uninterrupted_result(reference_ru
   argv = [sys.executable, "-m", "experiments", "--import", "engine_toy", "--import", "commit_gate",
           "train", "toy", "--workdir", workdir]
   for override in toy_runs.OVERRIDES:
-    argv += ["--set", override]
+    argv += [override]
   env = _environment(gate)
 
   def start(resume: int | None) -> Start:

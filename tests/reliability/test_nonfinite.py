@@ -48,9 +48,9 @@ def test_cli_stops_with_status_1_and_resumes_from_the_good_checkpoint(reference_
   workdir = str(tmp_path)
   argv = ["train", "toy", "--workdir", workdir]
   for override in toy_runs.OVERRIDES:
-    argv += ["--set", override]
+    argv += [override]
   # Batch 6 (0-based) makes the loss of step 7 NaN; the check before the step-8 log finds it.
-  assert main(argv + ["--set", "data.nan_at_batch=6"]) == 1
+  assert main(argv + ["--data.nan_at_batch=6"]) == 1
   err = capsys.readouterr().err
   assert err.startswith("error: Training stopped at step 7: the loss became nan. Nothing from "
                         "step 7 on was saved; the last good checkpoint, step 6, is kept in "
@@ -73,7 +73,7 @@ def test_cli_stops_with_status_1_and_resumes_from_the_good_checkpoint(reference_
 
 def test_nan_at_the_first_step_leaves_no_checkpoint(tmp_path):
   with pytest.raises(trainer.NonFiniteLossError) as info:
-    toy_runs.train(tmp_path, ["data.nan_at_batch=0"])
+    toy_runs.train(tmp_path, ["--data.nan_at_batch=0"])
   assert info.value.step == 1 and info.value.checkpoint_step is None
   assert "Training stopped at step 1: the loss became nan" in str(info.value)
   assert "no checkpoint had been written yet" in str(info.value)
@@ -86,7 +86,7 @@ def test_nan_at_the_first_step_leaves_no_checkpoint(tmp_path):
 def test_nan_at_the_last_step_saves_nothing_of_it(tmp_path):
   # Two epochs: 10 steps, checkpoints every 2 steps and at step 5, a best one at step 5.
   last = 10
-  faulty = ["train.num_epochs=2", f"data.nan_at_batch={last - 1}"]
+  faulty = ["--train.num_epochs=2", f"--data.nan_at_batch={last - 1}"]
   with pytest.raises(trainer.NonFiniteLossError, match=rf"at step {last}: the loss became nan"
                      ) as info:
     toy_runs.train(tmp_path, faulty)
@@ -102,7 +102,7 @@ def test_nan_at_the_last_step_saves_nothing_of_it(tmp_path):
 
 def test_divergence_is_caught_at_the_first_nonfinite_step(tmp_path):
   # float16 activations overflow once Adam at learning rate 10 has blown the weights up.
-  diverging = ["train.dtype=float16", "optimizer.learning_rate=10"]
+  diverging = ["--train.dtype=float16", "--optimizer.learning_rate=10"]
   with pytest.raises(trainer.NonFiniteLossError) as info:
     toy_runs.train(tmp_path, diverging)
   bad, kept = info.value.step, info.value.checkpoint_step

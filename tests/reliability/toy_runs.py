@@ -30,8 +30,8 @@ engine_toy.enable_compilation_cache()
 # 4 epochs of 5 steps (20 updates); training metrics logged every 2 steps and at epoch ends;
 # latest checkpoints every 2 steps and at epoch ends (2 kept); a dev evaluation, and a best
 # checkpoint when dev accuracy improves, at every epoch end.
-OVERRIDES = ("train.num_epochs=4", "train.log_every=2", "train.checkpoint_every=2",
-             "train.progress_bar=false")
+OVERRIDES = ("--train.num_epochs=4", "--train.log_every=2", "--train.checkpoint_every=2",
+             "--train.progress_bar=False")
 TOTAL_STEPS = 20
 LOG_STEPS = (2, 4, 5, 6, 8, 10, 12, 14, 15, 16, 18, 20)
 

@@ -1,11 +1,11 @@
-"""Greedy and beam search on small n-gram models whose every sequence can be enumerated exactly.
+"""Greedy and beam search on small n-gram models whose every sequence can be enumerated exactly
+(the models and references: _search_reference.py; the constraints: test_search_constraints.py).
 
 The models are compiled into few programs: one trigram step function is shared by most tests, and
 the examples differ through a per-example bias that lives in the decoder state (not a recompile).
 """
 
 import functools
-import itertools
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -15,177 +15,34 @@ import pytest
 
 import zoo
 from _helpers import random_variables
-
-PAD, BOS, EOS = 0, 2, 3
-V = 5  # tokens 0..4; the models may emit any of them, pad and bos included
-B = 3
-MAX_LEN = 5  # max_len of most searches with the trigram model (each max_len compiles anew)
-
-
-def _log_softmax(x):
-  x = np.asarray(x, np.float64)
-  x = x - x.max()
-  return x - np.log(np.exp(x).sum())
-
-
-class Trigram:
-  """A trigram model with a position bias and a per-example bias, in JAX and in numpy.
-
-  The state holds the token before the previous one (per row: beam search must reorder it), the
-  position (rank 0, shared by all rows) and the bias of each example (per row: it must be tiled).
-  """
-
-  def __init__(self, seed=2, scale=1.5):
-    rng = np.random.default_rng(seed)
-    self.table = (scale * rng.standard_normal((V, V, V))).astype(np.float32)
-    self.pos_bias = rng.standard_normal((MAX_LEN, V)).astype(np.float32)
-    table, pos_bias = jnp.asarray(self.table), jnp.asarray(self.pos_bias)
-
-    def step(state, tokens):
-      logits = table[state["prev"], tokens] + pos_bias[state["pos"]] + state["row_bias"]
-      return logits, {"prev": tokens, "pos": state["pos"] + 1, "row_bias": state["row_bias"]}
-
-    self.step = step
-
-  @staticmethod
-  def row_bias(seed, eos_bias=0.0):
-    bias = np.random.default_rng(seed).standard_normal((B, V)).astype(np.float32)
-    bias[:, EOS] += eos_bias
-    return bias
-
-  @staticmethod
-  def init_state(row_bias):
-    return {"prev": jnp.full((B,), BOS, jnp.int32), "pos": jnp.int32(0),
-            "row_bias": jnp.asarray(row_bias)}
-
-  def log_probs_fn(self, row_bias, b):
-    """prefix -> float64 (V,), log p(next token | prefix) for example b."""
-
-    def log_probs(prefix):
-      history = (BOS, BOS) + tuple(prefix)
-      return _log_softmax(self.table[history[-2], history[-1]] + self.pos_bias[len(prefix)]
-                          + row_bias[b])
-
-    return log_probs
-
-
-MODEL = Trigram()
-
-
-# The searches run inside an outer jit (as users call them), compiled at XLA's cheapest
-# optimization level to keep the many small programs of this file quick to build. One program per
-# step function and static arguments, reused across calls like the search's own cache.
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
-
-
-@functools.lru_cache(maxsize=None)
-def _compiled(search, step, **static):
-  run = lambda state, exact_lens, **traced: search(step, state, exact_lens=exact_lens,
-                                                   **static, **traced)
-  return jax.jit(run, compiler_options=FAST_COMPILE)
-
-
-def _greedy(step, state, max_len, exact_lens=None):
-  run = _compiled(zoo.greedy_search, step, bos_id=BOS, eos_id=EOS, max_len=max_len)
-  return jax.device_get(run(state, None if exact_lens is None else jnp.asarray(exact_lens)))
-
-
-def _beam(step, state, width, max_len, alpha=0.0, exact_lens=None):
-  run = _compiled(zoo.beam_search, step, beam_size=width, bos_id=BOS, eos_id=EOS,
-                  max_len=max_len)
-  return jax.device_get(run(state, None if exact_lens is None else jnp.asarray(exact_lens),
-                            length_penalty=alpha))
-
-
-def _constrained(log_probs, position, exact_len):
-  if exact_len is None:
-    return log_probs
-  out = np.full_like(log_probs, -np.inf)
-  allowed = np.arange(V) == EOS if position >= exact_len else np.arange(V) != EOS
-  out[allowed] = log_probs[allowed]
-  return out
-
-
-def _penalty(length, alpha):
-  return ((5.0 + length) / 6.0) ** alpha
-
-
-def _enumerate(log_probs_fn, max_len, exact_len=None):
-  """Every hypothesis as (tokens before eos, log-probability); eos adds its log-probability."""
-  lengths = range(max_len + 1) if exact_len is None else [exact_len]
-  out = []
-  for length in lengths:
-    for seq in itertools.product([v for v in range(V) if v != EOS], repeat=length):
-      total = sum(log_probs_fn(seq[:i])[seq[i]] for i in range(length))
-      if length < max_len:
-        total += log_probs_fn(seq)[EOS]
-      out.append((seq, total))
-  return out
-
-
-def _greedy_reference(log_probs_fn, max_len, exact_len=None):
-  seq, total = (), 0.0
-  for t in range(max_len):
-    log_probs = log_probs_fn(seq)
-    token = int(np.argmax(_constrained(log_probs, t, exact_len)))
-    total += log_probs[token]
-    if token == EOS:
-      break
-    seq += (token,)
-  return seq, total
-
-
-def _beam_reference(log_probs_fn, width, max_len, alpha, exact_len=None):
-  """The documented algorithm, one hypothesis at a time, without early stopping.
-
-  Returns [(penalized score, tokens before eos)], best first (fewer than `width` when fewer
-  hypotheses exist).
-  """
-  alive, finished = [((), 0.0)], []
-  for t in range(max_len):
-    candidates = []
-    for seq, total in alive:
-      log_probs = _constrained(log_probs_fn(seq), t, exact_len)
-      candidates += [(total + log_probs[v], seq, v) for v in range(V) if log_probs[v] > -np.inf]
-    candidates.sort(key=lambda c: -c[0])
-    for total, seq, v in candidates[:width]:
-      if v == EOS or t == max_len - 1:
-        ended = seq if v == EOS else seq + (v,)
-        finished.append((total / _penalty(len(ended), alpha), ended))
-    finished = sorted(finished, key=lambda f: -f[0])[:width]
-    alive = [(seq + (v,), total) for total, seq, v in candidates if v != EOS][:width]
-  return finished
-
-
-def _row(tokens, length):
-  """The tokens of one output before eos, after checking the eos/pad layout."""
-  tokens = np.asarray(tokens)
-  assert EOS not in tokens[:length]
-  if length < len(tokens):
-    assert tokens[length] == EOS
-    np.testing.assert_array_equal(tokens[length + 1:], PAD)
-  return tuple(int(x) for x in tokens[:length])
-
-
-def _assert_beams_equal(beams, b, expected):
-  """Row b of `beams` holds the hypotheses `expected` [(score, tokens)] best first, then -inf."""
-  count = len(expected)
-  got = [_row(beams.tokens[b, i], beams.lengths[b, i]) for i in range(count)]
-  assert got == [seq for _, seq in expected]
-  np.testing.assert_array_equal(beams.lengths[b, :count], [len(seq) for _, seq in expected])
-  np.testing.assert_allclose(beams.scores[b, :count], [score for score, _ in expected], rtol=1e-5)
-  assert np.all(beams.scores[b, count:] == -np.inf)
+from _search_reference import B
+from _search_reference import BOS
+from _search_reference import EOS
+from _search_reference import FAST_COMPILE
+from _search_reference import MAX_LEN
+from _search_reference import MODEL
+from _search_reference import Trigram
+from _search_reference import V
+from _search_reference import assert_beams_equal
+from _search_reference import beam_reference
+from _search_reference import enumerate_hypotheses
+from _search_reference import greedy_reference
+from _search_reference import log_softmax
+from _search_reference import penalty
+from _search_reference import row_tokens
+from _search_reference import run_beam
+from _search_reference import run_greedy
 
 
 def test_greedy_follows_argmax_and_pads_after_eos():
   row_bias = Trigram.row_bias(0, eos_bias=1.5)
-  out = _greedy(MODEL.step, Trigram.init_state(row_bias), MAX_LEN)
+  out = run_greedy(MODEL.step, Trigram.init_state(row_bias), MAX_LEN)
   assert out.tokens.shape == (B, MAX_LEN) and out.tokens.dtype == np.int32
   assert out.lengths.shape == (B,) and out.lengths.dtype == np.int32
   assert out.scores.shape == (B,) and out.scores.dtype == np.float32
   for b in range(B):
-    seq, total = _greedy_reference(MODEL.log_probs_fn(row_bias, b), MAX_LEN)
-    assert _row(out.tokens[b], out.lengths[b]) == seq
+    seq, total = greedy_reference(MODEL.log_probs_fn(row_bias, b), MAX_LEN)
+    assert row_tokens(out.tokens[b], out.lengths[b]) == seq
     np.testing.assert_allclose(out.scores[b], total, rtol=1e-5)
   assert (out.lengths < MAX_LEN).sum() >= 2  # the eos layout was exercised
 
@@ -209,20 +66,20 @@ def _chain_step(state, tokens):
 def test_beam_finds_the_best_sequence_that_greedy_misses():
   max_len, state = 4, {"unused": jnp.zeros((B, 2))}
   log_probs_fn = lambda prefix: np.log(CHAIN_PROBS[((BOS,) + tuple(prefix))[-1]])
-  everything = dict(_enumerate(log_probs_fn, max_len))
+  everything = dict(enumerate_hypotheses(log_probs_fn, max_len))
   best_seq = max(everything, key=everything.get)
   assert best_seq == (4,)
   np.testing.assert_allclose(everything[best_seq], np.log(0.40 * 0.90))
 
-  greedy = _greedy(_chain_step, state, max_len)
-  assert _row(greedy.tokens[0], greedy.lengths[0]) == (1,)
+  greedy = run_greedy(_chain_step, state, max_len)
+  assert row_tokens(greedy.tokens[0], greedy.lengths[0]) == (1,)
   np.testing.assert_allclose(greedy.scores, np.log(0.48 * 0.35), rtol=1e-6)
 
-  beams = _beam(_chain_step, state, 2, max_len)
+  beams = run_beam(_chain_step, state, 2, max_len)
   assert beams.tokens.shape == (B, 2, max_len) and beams.lengths.shape == (B, 2)
   for b in range(B):
-    assert _row(beams.tokens[b, 0], beams.lengths[b, 0]) == best_seq
-    second = _row(beams.tokens[b, 1], beams.lengths[b, 1])
+    assert row_tokens(beams.tokens[b, 0], beams.lengths[b, 0]) == best_seq
+    second = row_tokens(beams.tokens[b, 1], beams.lengths[b, 1])
     np.testing.assert_allclose(beams.scores[b], [everything[best_seq], everything[second]],
                                rtol=1e-6)
 
@@ -233,13 +90,13 @@ def test_exhaustive_beam_is_the_exact_ranking_and_length_penalty_reorders_it():
   max_len, width, row_bias = 3, 80, Trigram.row_bias(3, eos_bias=1.0)
   winners = {}
   for alpha in (0.0, 1.5):  # a traced argument: one compilation
-    beams = _beam(MODEL.step, Trigram.init_state(row_bias), width, max_len, alpha)
+    beams = run_beam(MODEL.step, Trigram.init_state(row_bias), width, max_len, alpha)
     for b in range(B):
-      hypotheses = _enumerate(MODEL.log_probs_fn(row_bias, b), max_len)
-      ranked = sorted(((total / _penalty(len(seq), alpha), seq) for seq, total in hypotheses),
+      hypotheses = enumerate_hypotheses(MODEL.log_probs_fn(row_bias, b), max_len)
+      ranked = sorted(((total / penalty(len(seq), alpha), seq) for seq, total in hypotheses),
                       reverse=True)[:width]
       assert -np.diff([score for score, _ in ranked]).min() > 1e-5  # no near-ties
-      _assert_beams_equal(beams, b, ranked)
+      assert_beams_equal(beams, b, ranked)
       winners[alpha, b] = ranked[0][1]
   # The penalty favours longer hypotheses: it changes the winner of some example to a longer one.
   changed = [b for b in range(B) if winners[0.0, b] != winners[1.5, b]]
@@ -249,20 +106,20 @@ def test_exhaustive_beam_is_the_exact_ranking_and_length_penalty_reorders_it():
 @pytest.mark.parametrize("exact_lens", [None, [2, 5, 1]])
 def test_pruned_beam_matches_the_reference_algorithm(exact_lens):
   max_len, width, alpha, row_bias = MAX_LEN, 3, 0.6, Trigram.row_bias(5, eos_bias=1.0)
-  beams = _beam(MODEL.step, Trigram.init_state(row_bias), width, max_len, alpha, exact_lens)
+  beams = run_beam(MODEL.step, Trigram.init_state(row_bias), width, max_len, alpha, exact_lens)
   for b in range(B):
-    expected = _beam_reference(MODEL.log_probs_fn(row_bias, b), width, max_len, alpha,
+    expected = beam_reference(MODEL.log_probs_fn(row_bias, b), width, max_len, alpha,
                                None if exact_lens is None else exact_lens[b])
     assert len(expected) == width
-    _assert_beams_equal(beams, b, expected)
+    assert_beams_equal(beams, b, expected)
 
 
 @pytest.mark.parametrize("eos_bias", [-3.0, 0.0, 3.0])
 def test_beam_size_one_equals_greedy(eos_bias):
   state = Trigram.init_state(Trigram.row_bias(11, eos_bias))
   for exact_lens in (None, [3, 5, 1]):
-    greedy = _greedy(MODEL.step, state, MAX_LEN, exact_lens)
-    beams = _beam(MODEL.step, state, 1, MAX_LEN, exact_lens=exact_lens)
+    greedy = run_greedy(MODEL.step, state, MAX_LEN, exact_lens)
+    beams = run_beam(MODEL.step, state, 1, MAX_LEN, exact_lens=exact_lens)
     np.testing.assert_array_equal(beams.tokens[:, 0], greedy.tokens)
     np.testing.assert_array_equal(beams.lengths[:, 0], greedy.lengths)
     np.testing.assert_array_equal(beams.scores[:, 0], greedy.scores)
@@ -273,24 +130,24 @@ def test_exact_lens_gives_exactly_those_lengths(eos_bias):
   max_len, width, row_bias = MAX_LEN, 3, Trigram.row_bias(7, eos_bias)
   state = Trigram.init_state(row_bias)
   exact_lens = np.array([3, 0, 5], np.int32)
-  free = _greedy(MODEL.step, state, max_len)
+  free = run_greedy(MODEL.step, state, max_len)
   assert (free.lengths != exact_lens).sum() >= 2  # the constraint has work to do
 
-  greedy = _greedy(MODEL.step, state, max_len, exact_lens)
-  beams = _beam(MODEL.step, state, width, max_len, exact_lens=exact_lens)
+  greedy = run_greedy(MODEL.step, state, max_len, exact_lens)
+  beams = run_beam(MODEL.step, state, width, max_len, exact_lens=exact_lens)
   np.testing.assert_array_equal(greedy.lengths, exact_lens)
   for b in range(B):
     log_probs_fn = MODEL.log_probs_fn(row_bias, b)
-    seq, total = _greedy_reference(log_probs_fn, max_len, exact_lens[b])
-    assert _row(greedy.tokens[b], exact_lens[b]) == seq
+    seq, total = greedy_reference(log_probs_fn, max_len, exact_lens[b])
+    assert row_tokens(greedy.tokens[b], exact_lens[b]) == seq
     np.testing.assert_allclose(greedy.scores[b], total, rtol=1e-5)
     # Length 0 has a single hypothesis; the other slots of that example stay empty (-inf).
-    expected = _beam_reference(log_probs_fn, width, max_len, 0.0, exact_lens[b])
+    expected = beam_reference(log_probs_fn, width, max_len, 0.0, exact_lens[b])
     assert len(expected) == (1 if exact_lens[b] == 0 else width)
     assert all(len(seq) == exact_lens[b] for _, seq in expected)
-    _assert_beams_equal(beams, b, expected)
+    assert_beams_equal(beams, b, expected)
     # The scores are those of the unconstrained model, checked against brute force.
-    everything = dict(_enumerate(log_probs_fn, max_len, exact_lens[b]))
+    everything = dict(enumerate_hypotheses(log_probs_fn, max_len, exact_lens[b]))
     np.testing.assert_allclose([everything[seq] for _, seq in expected],
                                [score for score, _ in expected], rtol=1e-12)
 
@@ -311,12 +168,12 @@ def test_state_reordering_follows_the_beams():
       history = start[b]
       for token in (BOS,) + tuple(prefix):
         history = (7 * history + token) % modulus
-      return _log_softmax(table[history])
+      return log_softmax(table[history])
     return log_probs
 
-  beams = _beam(step, {"history": jnp.asarray(start)}, width, max_len, alpha)
+  beams = run_beam(step, {"history": jnp.asarray(start)}, width, max_len, alpha)
   for b in range(B):
-    _assert_beams_equal(beams, b, _beam_reference(log_probs_fn(b), width, max_len, alpha))
+    assert_beams_equal(beams, b, beam_reference(log_probs_fn(b), width, max_len, alpha))
 
 
 def _chain(probs, dtype=jnp.float32):
@@ -334,23 +191,23 @@ def test_length_penalty_lets_a_longer_hypothesis_replace_a_finished_one():
   probs[1, 4] = probs[4, 0] = probs[0, EOS] = 0.97
   probs /= probs.sum(axis=1, keepdims=True)
   step, state, max_len, alpha = _chain(probs), {"unused": jnp.zeros((B,))}, 6, 2.0
-  plain = _beam(step, state, 1, max_len, alpha=0.0)
-  penalized = _beam(step, state, 1, max_len, alpha=alpha)
-  empty = np.log(probs[BOS, EOS]) / _penalty(0, alpha)
-  longer = np.log(probs[BOS, 1] * probs[1, 4] * probs[4, 0] * probs[0, EOS]) / _penalty(3, alpha)
-  assert longer > empty > np.log(probs[BOS, 1]) / _penalty(1, alpha)
+  plain = run_beam(step, state, 1, max_len, alpha=0.0)
+  penalized = run_beam(step, state, 1, max_len, alpha=alpha)
+  empty = np.log(probs[BOS, EOS]) / penalty(0, alpha)
+  longer = np.log(probs[BOS, 1] * probs[1, 4] * probs[4, 0] * probs[0, EOS]) / penalty(3, alpha)
+  assert longer > empty > np.log(probs[BOS, 1]) / penalty(1, alpha)
   for b in range(B):
-    assert _row(plain.tokens[b, 0], plain.lengths[b, 0]) == ()
+    assert row_tokens(plain.tokens[b, 0], plain.lengths[b, 0]) == ()
     np.testing.assert_allclose(plain.scores[b, 0], np.log(probs[BOS, EOS]), rtol=1e-6)
-    assert _row(penalized.tokens[b, 0], penalized.lengths[b, 0]) == (1, 4, 0)
+    assert row_tokens(penalized.tokens[b, 0], penalized.lengths[b, 0]) == (1, 4, 0)
     np.testing.assert_allclose(penalized.scores[b, 0], longer, rtol=1e-6)
 
 
 def test_low_precision_logits_are_scored_in_float32():
   step, max_len = _chain(CHAIN_PROBS, jnp.bfloat16), 4
-  out = _greedy(step, {"unused": jnp.zeros((B,))}, max_len)
+  out = run_greedy(step, {"unused": jnp.zeros((B,))}, max_len)
   rounded = np.log(CHAIN_PROBS).astype(jnp.bfloat16).astype(np.float64)
-  expected = _log_softmax(rounded[BOS])[1] + _log_softmax(rounded[1])[EOS]
+  expected = log_softmax(rounded[BOS])[1] + log_softmax(rounded[1])[EOS]
   assert out.scores.dtype == np.float32
   np.testing.assert_allclose(out.scores, expected, rtol=1e-6)
 
@@ -371,8 +228,8 @@ def test_no_retrace_for_repeated_calls_with_equal_shapes():
                             length_penalty=0.25 * seed, exact_lens=exact_lens)
     if seed == 0:
       traces_after_first_calls = len(traces)
-    for got, want in [(greedy, _greedy(MODEL.step, state, MAX_LEN)),
-                      (beams, _beam(MODEL.step, state, 3, MAX_LEN, 0.25 * seed, exact_lens))]:
+    for got, want in [(greedy, run_greedy(MODEL.step, state, MAX_LEN)),
+                      (beams, run_beam(MODEL.step, state, 3, MAX_LEN, 0.25 * seed, exact_lens))]:
       np.testing.assert_array_equal(got.tokens, want.tokens)
       np.testing.assert_array_equal(got.lengths, want.lengths)
       np.testing.assert_allclose(got.scores, want.scores, rtol=1e-6)
@@ -400,12 +257,12 @@ def test_search_inside_jit_with_step_closing_over_parameters():
     state = Trigram.init_state(row_bias)
     greedy, beams = jax.device_get(decode(MODEL.table, MODEL.pos_bias, state,
                                           jnp.array([2, 5, 1], jnp.int32)))
-    expected_greedy = _greedy(MODEL.step, state, 5)
+    expected_greedy = run_greedy(MODEL.step, state, 5)
     for got, want in zip(greedy, expected_greedy):
       np.testing.assert_array_equal(got, want)
     for b, exact_len in enumerate([2, 5, 1]):
-      expected = _beam_reference(MODEL.log_probs_fn(row_bias, b), 3, 5, 0.6, exact_len)
-      _assert_beams_equal(beams, b, expected)
+      expected = beam_reference(MODEL.log_probs_fn(row_bias, b), 3, 5, 0.6, exact_len)
+      assert_beams_equal(beams, b, expected)
   assert len(traces) == 1
 
 
@@ -459,12 +316,12 @@ def test_the_loop_stops_when_every_row_is_finished():
     return _chain_step(state, tokens)
 
   state, max_len = {"unused": jnp.zeros((B,))}, 9
-  greedy = _greedy(step, state, max_len)
+  greedy = run_greedy(step, state, max_len)
   np.testing.assert_array_equal(greedy.lengths, 1)  # every row: 1, eos
   assert len(calls) == 2
   calls.clear()
   # Beam 2 after step 2: finished [4] (0.36) and [1] (0.168) beat the best alive [1, 4] (0.144).
-  beams = _beam(step, state, 2, max_len)
+  beams = run_beam(step, state, 2, max_len)
   np.testing.assert_array_equal(beams.lengths, 1)
   assert len(calls) == 2
 
@@ -557,7 +414,7 @@ def test_search_drives_the_zoo_decoders(name):
   np.testing.assert_array_equal(beams.lengths, np.repeat(exact_lens[:, None], width, axis=1))
   for b in range(B):
     for i in range(width):
-      _row(beams.tokens[b, i], beams.lengths[b, i])
+      row_tokens(beams.tokens[b, i], beams.lengths[b, i])
   # Every hypothesis scores what the teacher-forced model gives it, so the state followed its
   # beam. The beams (row b * W + i) and the greedy outputs are rescored in one batch.
   tokens = np.concatenate([beams.tokens.reshape(B * width, DECODE_LEN), greedy.tokens])
@@ -565,7 +422,7 @@ def test_search_drives_the_zoo_decoders(name):
   sources = np.concatenate([np.repeat(np.arange(B), width), np.arange(B)])
   rescored, log_probs = _rescore(decoder, variables, src[sources], src_lens[sources], tokens,
                                  lengths)
-  np.testing.assert_allclose(beams.scores * _penalty(beams.lengths, alpha),
+  np.testing.assert_allclose(beams.scores * penalty(beams.lengths, alpha),
                              rescored[:B * width].reshape(B, width), rtol=1e-4)
   np.testing.assert_allclose(greedy.scores, rescored[B * width:], rtol=1e-4)
   # Greedy means: each output token (eos included) is the argmax of the teacher-forced decoder fed
