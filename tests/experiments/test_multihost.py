@@ -149,14 +149,14 @@ def two_processes(tmp_path_factory):
   """The same run as two processes of two devices each: (workdir, [(status, output)] * 2)."""
   tmp_path = tmp_path_factory.mktemp("two-processes")
   workdir = tmp_path / "run"
-  return workdir, _start_both(workdir, tmp_path)
+  ends = _start_both(workdir, tmp_path)
+  assert [status for status, _ in ends] == [0, 0], "\n-----\n".join(out for _, out in ends)
+  return workdir, ends
 
 
 def test_multihost_two_processes_train_as_one_process_with_four_devices(one_process,
                                                                         two_processes):
-  workdir, ends = two_processes
-  (status0, out0), (status1, out1) = ends
-  assert (status0, status1) == (0, 0), f"{out0}\n-----\n{out1}"
+  workdir, ((_, out0), (_, out1)) = two_processes
   # Process 0 prints and writes the run's files, once; process 1 says nothing of the training.
   assert re.search(r"^\[test \] step 10 ", out0, re.M) and "Test (best parameters)" in out0
   assert not re.search(r"^\[(train|dev|test)", out1, re.M), out1
