@@ -8,6 +8,10 @@ Layout under the work directory:
 
 Orbax writes each checkpoint to a temporary directory and renames it when complete, so a run killed
 in the middle of a save resumes from the previous complete checkpoint.
+With several processes (experiments/distributed.py) every process calls the same saves and
+restores; Orbax writes each replicated array once, the JSON metadata from process 0, and renames
+the checkpoint only when every process has written its part, so a process that dies during a save
+leaves the previous checkpoint as the latest complete one.
 
 Before restoring, the stored shapes and dtypes are compared with those the current configuration
 expects; a mismatch raises `CheckpointMismatchError` naming every differing parameter path, instead
@@ -87,6 +91,13 @@ def _abstract(tree, sharding) -> Any:
   return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), tree)
 
 
+def _barriers_named(prefix: str) -> ocp.options.MultiprocessingOptions:
+  """Orbax options giving a manager's cross-process barriers their own names: with several
+  processes, the latest manager's background commit and the best manager's save meet at barriers
+  that would otherwise share one name and collide ('Barrier ... is already ongoing')."""
+  return ocp.options.MultiprocessingOptions(barrier_sync_key_prefix=prefix)
+
+
 class Checkpoints:
   """The two Orbax managers of a run (latest and best) and the checks around them.
 
@@ -108,8 +119,9 @@ class Checkpoints:
         os.path.join(self.workdir, LATEST_DIR),
         item_handlers={"state": ocp.StandardCheckpointHandler(),
                        "meta": ocp.JsonCheckpointHandler()},
-        options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
-                                             enable_async_checkpointing=asynchronous))
+        options=ocp.CheckpointManagerOptions(
+            max_to_keep=keep, create=True, enable_async_checkpointing=asynchronous,
+            multiprocessing_options=_barriers_named(LATEST_DIR)))
     self.best = ocp.CheckpointManager(
         os.path.join(self.workdir, BEST_DIR),
         item_handlers={"params": ocp.StandardCheckpointHandler(),
@@ -117,7 +129,8 @@ class Checkpoints:
         options=ocp.CheckpointManagerOptions(
             max_to_keep=1, create=True, best_fn=lambda metrics: metrics[best_metric],
             best_mode=best_mode, keep_checkpoints_without_metrics=False,
-            enable_async_checkpointing=asynchronous))
+            enable_async_checkpointing=asynchronous,
+            multiprocessing_options=_barriers_named(BEST_DIR)))
     self._best_metric_checked = False
 
   # -- latest --------------------------------------------------------------------------------------
@@ -132,6 +145,10 @@ class Checkpoints:
       return
     self.latest.save(step, force=True, args=ocp.args.Composite(
         state=ocp.args.StandardSave(_state_tree(state)), meta=ocp.args.JsonSave(meta)))
+
+  def read_meta(self, step: int) -> dict[str, Any]:
+    """The JSON metadata of the latest-checkpoint `step`, without restoring its state."""
+    return self.latest.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"]
 
   def restore(self, abstract_state: TrainState, sharding, step: int | None = None
               ) -> tuple[TrainState, dict[str, Any]]:

@@ -1,10 +1,13 @@
 """The command line: `python -m experiments <command> ...` (parsing and printing only).
 
   train <experiment> [--model NAME] [--data-dir PATH] [--workdir DIR] [--SECTION.FIELD VALUE ...]
-        [--show-config]
+        [--show-config] [--coordinator-address HOST:PORT --num-processes N --process-id I |
+        --distributed]
       Trains a named run; rerunning the same command resumes it. Any setting of the run's config
       is overridden by its dotted path (`--optimizer.learning_rate=3e-4 --train.num_epochs 4`;
       parsed by tyro, see experiments/config.py). --show-config prints the settings and exits.
+      With the multi-process flags (experiments/distributed.py) it is one process of a run over
+      several hosts; every process gets the same command apart from --process-id.
   evaluate --workdir DIR [--split test] [--checkpoint best|latest|STEP] [--data-dir PATH]
       Evaluates a trained run and prints its metrics (and the signatures of those that have one)
       as JSON (STEP: one of the kept checkpoints, e.g. each epoch's end of a short run).
@@ -39,6 +42,7 @@ import sys
 from typing import Sequence, TextIO
 
 from experiments import config as config_lib
+from experiments import distributed
 from experiments import registry
 from experiments import runs
 from experiments import trainer
@@ -124,6 +128,7 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
   train.add_argument("--workdir", help="checkpoints, logs and results (default: runs/<experiment>-"
                      "<model>)")
   train.add_argument("--show-config", action="store_true", help="print the settings and exit")
+  distributed.add_arguments(train)
 
   evaluate = commands.add_parser("evaluate", help="evaluate a trained run")
   evaluate.add_argument("--workdir", required=True)
@@ -199,6 +204,7 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
       if args.show_config:
         console.print(config_lib.describe(cfg))
         return 0
+      processes = distributed.options_from_args(args)
     elif args.command == "predict" or hasattr(args, "inputs"):
       exp = registry.get_experiment(args.experiment)
       if args.workdir is None:
@@ -211,6 +217,7 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
   # checkpoint of another model, a batch size the devices cannot split, an unknown best_metric.
   try:
     if args.command == "train":
+      distributed.initialize(processes, report=console.error)
       result = trainer.train(runs.make_task(cfg), cfg, args.workdir or runs.default_workdir(cfg))
       return 0 if result.interrupted is None else 128 + int(result.interrupted)
     if args.command == "evaluate" and args.pairs is not None:
@@ -224,6 +231,7 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
   except UsageError as e:
     console.error(str(e))
     return 2
-  except (trainer.NonFiniteLossError, CheckpointMismatchError, ValueError, FileNotFoundError) as e:
+  except (trainer.NonFiniteLossError, CheckpointMismatchError, ValueError, FileNotFoundError,
+          distributed.DistributedInitError) as e:
     console.error(str(e))
     return 1

@@ -123,6 +123,20 @@ class MetricsLogger:
       self._writer.close()
 
 
+class NullLogger:
+  """The logger of processes other than 0 in a multi-process run: process 0 writes the metrics
+  (the values are the same in every process), the others record nothing."""
+
+  path = None
+
+  def write(self, step: int, split: str, metrics: Mapping[str, float], epoch: float | None = None,
+            echo: bool = True) -> None:
+    del step, split, metrics, epoch, echo
+
+  def close(self) -> None:
+    pass
+
+
 def _cpu_model() -> str:
   try:
     with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -144,6 +158,7 @@ def machine_info() -> dict[str, Any]:
       "device_kind": devices[0].device_kind,
       "device_count": len(devices),
       "local_device_count": jax.local_device_count(),
+      "process_count": jax.process_count(),
       "jax": jax.__version__,
       "python": sys.version.split()[0],
       "os": platform.platform(),

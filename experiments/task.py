@@ -17,7 +17,10 @@ builds such a pair.
 Data: a task either returns a prepared dataset from `load_data` (an object with
 `train_batches(batch_size, seed)` and `eval_batches(split, batch_size)`, as every
 `pipelines.tasks.TaskData` has), and the base class does the batching, or overrides
-`train_batches`, `steps_per_epoch` and `eval_batches` itself.
+`train_batches`, `steps_per_epoch` and `eval_batches` itself. In a multi-process run
+(experiments/distributed.py) each process's batches are its own rows of every global batch of
+`batch_size` rows (rows [p*b, (p+1)*b), b = batch_size // process_count, as the pipelines' Batcher
+yields them), and every process yields equally many batches with the same iterator positions.
 
 Artifacts: what a trained run needs besides its parameters to predict (vocabularies, subword
 models). A task names them in `ARTIFACTS` (name -> file in the run's directory; a '.model' file is
@@ -222,6 +225,10 @@ class Task(abc.ABC):
       metrics: the weighted means the engine has just computed over the split (so a task derives
         e.g. perplexity from 'nll' without a second pass).
 
+    In a multi-process run every process calls it, with the same metrics and a copy of the
+    parameters on its own devices, and must return the same values (each may e.g. decode the
+    whole split).
+
     Returns:
       name -> value for exactly `extra_metric_names(split)`; the engine adds the split prefix.
     """
@@ -235,5 +242,8 @@ class Task(abc.ABC):
     return {}
 
   def on_train_end(self, params: Any, workdir: str) -> None:
-    """Called once with the parameters used for the test evaluation (to draw a heatmap, ...)."""
+    """Called once with the parameters used for the test evaluation (to draw a heatmap, ...).
+
+    In a multi-process run only process 0 calls it, with a copy of the parameters on its own
+    devices (a computation on the global arrays would wait for the other processes forever)."""
     del params, workdir

@@ -17,6 +17,13 @@
     (with the task's metric signatures beside the figures), config.json and curves.png are
     written.
 
+Several processes (experiments/distributed.py) run this same loop in lockstep over one global mesh:
+each feeds its slice of every batch and evaluates its slice of every split (the sums are global,
+so nothing is counted twice), all of them take part in every Orbax save and restore, and only
+process 0 writes the other files (metrics, config.json, vocabularies, results, plots) and prints.
+A stop is agreed (`parallel.StopAgreement`): a signal to any process stops all of them after the
+same step, with the same checkpoint; a NaN is seen by all at once (the sums are global).
+
 An interrupted run restarted with the same command finishes with the same parameters and the same
 metrics.jsonl records (apart from their 'time') as an uninterrupted one, bit for bit on the CPU.
 """
@@ -37,12 +44,14 @@ import numpy as np
 import tqdm
 
 from experiments import config as config_lib
+from experiments import distributed
 from experiments import metrics_log
 from experiments import plots
 from experiments import steps
 from experiments.checkpoints import Checkpoints
 from experiments.config import Config
 from experiments.parallel import DataParallel
+from experiments.parallel import StopAgreement
 from experiments.task import Task
 from experiments.train_state import TrainState
 from experiments.train_state import make_init
@@ -81,7 +90,8 @@ class TrainResult:
     state: the final TrainState (on the devices).
     step: the number of updates done.
     interrupted: the signal number that stopped the run early (None when it ran to the end).
-    results: the contents of results.json (None when interrupted).
+    results: the contents of results.json (None when interrupted, and in processes other than 0,
+      which do not write it).
     workdir: the run's directory.
   """
   state: TrainState
@@ -205,7 +215,7 @@ class _Evaluator:
     result = steps.means(sums)
     if not extra:
       return result
-    added = self.task.extra_eval(params, split, dict(result))
+    added = self.task.extra_eval(self.dp.local_copy(params), split, dict(result))
     expected = set(self.task.extra_metric_names(split))
     if set(added) != expected:
       raise RuntimeError(f"{type(self.task).__name__}.extra_eval({split!r}) returned the metrics "
@@ -227,6 +237,21 @@ def evaluate(task: Task, params, split: str, devices: Sequence[jax.Device] | Non
   return _Evaluator(task, dp)(dp.replicate(params), split, extra)
 
 
+def _committed_steps_note(directory: str) -> Callable[[], str]:
+  """The watchdog's note when a peer dies: which checkpoint a restart resumes from."""
+
+  def note() -> str:
+    # Orbax renames a checkpoint to its bare step number only once every process has written it.
+    names = os.listdir(directory) if os.path.isdir(directory) else []
+    committed = sorted(int(name) for name in names if name.isdigit())
+    if not committed:
+      return "No checkpoint had been written yet."
+    return (f"The last complete checkpoint, step {committed[-1]} in {directory}, is good: start "
+            "every process again with the same command to resume from it.")
+
+  return note
+
+
 def train(task: Task, config: Config, workdir: str, *,
           devices: Sequence[jax.Device] | None = None,
           console: Callable[[str], None] | None = None) -> TrainResult:
@@ -236,8 +261,10 @@ def train(task: Task, config: Config, workdir: str, *,
     task: the experiment's task, built from `config`.
     config: the run's configuration.
     workdir: the run's directory; holding checkpoints from an earlier start, the run resumes.
-    devices: the devices to train on (None = all local devices).
-    console: where console lines go (default: above the progress bar, or stdout).
+      With several processes, a directory every process sees (a shared file system).
+    devices: the devices to train on (None = all devices, of every process).
+    console: where console lines go (default: above the progress bar, or stdout); only process 0
+      prints.
 
   Returns:
     A TrainResult.
@@ -245,6 +272,7 @@ def train(task: Task, config: Config, workdir: str, *,
   Raises:
     NonFiniteLossError: the loss became NaN or inf.
     CheckpointMismatchError: workdir holds a checkpoint of a different model configuration.
+    TopologyMismatchError: workdir holds a checkpoint written by another number of processes.
   """
   started = time.time()
   workdir = os.path.abspath(workdir)
@@ -257,9 +285,13 @@ def train(task: Task, config: Config, workdir: str, *,
   total = total_steps(config, steps_per_epoch)
   tx, schedule = make_optimizer(config.optimizer, total)
   config_dict = config_lib.to_dict(config)
+  primary = distributed.is_primary()
 
-  bar = tqdm.tqdm(total=total, disable=not tc.progress_bar, dynamic_ncols=True, unit="step")
+  bar = tqdm.tqdm(total=total, disable=not (tc.progress_bar and primary), dynamic_ncols=True,
+                  unit="step")
   say = console or (bar.write if tc.progress_bar else print)
+  if not primary:
+    say = lambda line: None  # pylint: disable=unnecessary-lambda-assignment
   rng = jax.random.key(tc.seed)
   sample = task.example_batch()
   init = make_init(task, tx)
@@ -276,10 +308,14 @@ def train(task: Task, config: Config, workdir: str, *,
   ckpts = Checkpoints(workdir, keep=tc.keep_checkpoints, best_metric=tc.best_metric,
                       best_mode=tc.best_mode)
   ckpts.check_best_metric()  # a resumed run keeps its metric: checked before anything is written
+  distributed.set_failure_note(_committed_steps_note(os.path.join(workdir, "checkpoints")))
   batches = task.train_batches()
   elapsed_before = 0.0
-  if ckpts.latest_step() is not None:
-    state, meta = ckpts.restore(abstract_state, dp.replicated)
+  resume_step = ckpts.latest_step()
+  if resume_step is not None:
+    distributed.check_topology(ckpts.read_meta(resume_step).get("topology"),
+                               f"checkpoint {os.path.join(workdir, 'checkpoints', str(resume_step))}")
+    state, meta = ckpts.restore(abstract_state, dp.replicated, resume_step)
     batches.set_state(meta["data"])
     acc = _acc_from_json(meta["acc"], dp)
     elapsed_before = float(meta.get("elapsed", 0.0))
@@ -290,20 +326,24 @@ def train(task: Task, config: Config, workdir: str, *,
   else:
     state = dp.jit_init(init)(rng, dp.shard_batch(sample))
     acc = new_acc()
-  # Written only now: a checkpoint that does not fit has raised above and left the run untouched.
-  with open(os.path.join(workdir, CONFIG_FILE), "w", encoding="utf-8") as f:
-    json.dump(config_dict, f, indent=2)
-    f.write("\n")
-  # What predicting needs besides the parameters (vocabularies), before the first step, so that a
-  # run stopped at any point can already be loaded back (runs.load_run).
-  task.save_artifacts(workdir)
+  if primary:
+    # Written only now: a checkpoint that does not fit has raised above and left the run untouched.
+    with open(os.path.join(workdir, CONFIG_FILE), "w", encoding="utf-8") as f:
+      json.dump(config_dict, f, indent=2)
+      f.write("\n")
+    # What predicting needs besides the parameters (vocabularies), before the first step, so that
+    # a run stopped at any point can already be loaded back (runs.load_run).
+    task.save_artifacts(workdir)
   step = int(jax.device_get(state.step))
   bar.update(step)
-  logger = metrics_log.MetricsLogger(workdir, start_step=step, console=say)
+  logger = (metrics_log.MetricsLogger(workdir, start_step=step, console=say) if primary else
+            metrics_log.NullLogger())
   loop_step = dp.jit_train_step(steps.make_loop_step(train_step), num_carried=2)
   evaluator = _Evaluator(task, dp)
+  agree_to_stop = StopAgreement(dp)
   last_dev: dict[str, float] | None = None
   position = batches.get_state()
+  topology = distributed.topology_meta()
 
   def check_finite():
     bad = int(jax.device_get(acc["first_bad_step"]))
@@ -316,7 +356,7 @@ def train(task: Task, config: Config, workdir: str, *,
     check_finite()
     ckpts.save(state, {"data": position, "acc": _acc_to_json(acc), "config": config_dict,
                        "elapsed": elapsed_before + time.time() - started,
-                       "epoch": step / steps_per_epoch})
+                       "epoch": step / steps_per_epoch, "topology": topology})
 
   interrupted = None
   try:
@@ -331,6 +371,7 @@ def train(task: Task, config: Config, workdir: str, *,
         state, acc = loop_step(state, acc, batch)
         step += 1
         bar.update(1)
+        stopping = agree_to_stop(stop.received)
         epoch_end = step % steps_per_epoch == 0
         last = step == total
         if step % tc.log_every == 0 or epoch_end or last:
@@ -347,29 +388,33 @@ def train(task: Task, config: Config, workdir: str, *,
           if ckpts.save_best(step, state.params, {f"dev/{k}": v for k, v in last_dev.items()}):
             say(f"New best {tc.best_metric} = {last_dev[tc.best_metric.split('/', 1)[-1]]:.4f} "
                 f"at step {step}")
-        if step % tc.checkpoint_every == 0 or epoch_end or last or stop.received is not None:
+        if step % tc.checkpoint_every == 0 or epoch_end or last or stopping is not None:
           save()
-        if stop.received is not None and not last:
-          interrupted = stop.received
+        if stopping is not None and not last:
+          interrupted = stopping
           say(f"Stopped by {signal.Signals(interrupted).name} at step {step}; a checkpoint was "
               "saved. Run the same command again to resume.")
           break
     ckpts.wait()
     if interrupted is not None:
-      return TrainResult(state, step, interrupted, None, workdir)
-    results = _finish(task, config, workdir, state, ckpts, evaluator, dp, logger, last_dev,
-                      elapsed_before + time.time() - started, steps_per_epoch, total, say)
-    return TrainResult(state, step, None, results, workdir)
+      result = TrainResult(state, step, interrupted, None, workdir)
+    else:
+      results = _finish(task, config, workdir, state, ckpts, evaluator, dp, logger, last_dev,
+                        elapsed_before + time.time() - started, steps_per_epoch, total, say)
+      result = TrainResult(state, step, None, results, workdir)
   finally:
     bar.close()
     logger.close()
     ckpts.wait()
     ckpts.close()
+  distributed.mark_finished()
+  return result
 
 
 def _finish(task, config, workdir, state, ckpts, evaluator, dp, logger, last_dev, elapsed,
-            steps_per_epoch, total, say) -> dict[str, Any]:
-  """The test evaluation with the chosen parameters, results.json and the curves."""
+            steps_per_epoch, total, say) -> dict[str, Any] | None:
+  """The test evaluation with the chosen parameters (every process), then results.json and the
+  curves (process 0, which returns the results; the others return None)."""
   tc = config.train
   params, chosen, best = state.params, "last", None
   if ckpts.best_step() is not None:
@@ -380,6 +425,8 @@ def _finish(task, config, workdir, state, ckpts, evaluator, dp, logger, last_dev
           dp.replicated)
       chosen = "best"
   test = evaluator(params, "test")
+  if not distributed.is_primary():
+    return None
   logger.write(total, "test", test, epoch=total / steps_per_epoch)
   if last_dev is None:
     dev_records = [r for r in metrics_log.read_metrics(logger.path) if r["split"] == "dev"]
@@ -400,7 +447,7 @@ def _finish(task, config, workdir, state, ckpts, evaluator, dp, logger, last_dev
                       title=f"{config.experiment} {config.model_name}".strip())
   except ValueError as e:  # nothing plottable (e.g. no metric logged twice) is not fatal
     say(f"No curves drawn: {e}")
-  task.on_train_end(params, workdir)
+  task.on_train_end(dp.local_copy(params), workdir)
   shown = "  ".join(f"{k} {v:.4f}" for k, v in sorted(test.items()))
   say(f"Test ({chosen} parameters): {shown}  [{elapsed:.1f} s]")
   return results

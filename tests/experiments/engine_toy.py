@@ -5,6 +5,9 @@ Examples are 7 token ids from a 13-word vocabulary (0 = pad) with lengths 3..7; 
 whether more than half of the real tokens are "small" (ids 1..6). An embedding, masked mean
 pooling, a hidden layer with dropout and a 2-way output learn it in a few dozen steps.
 
+In a multi-process run (tests/experiments/test_multihost.py) every process draws the same global
+batches and keeps its own rows of each, as the pipelines' Batcher does.
+
 Use from a test: `engine_toy.register()` (returns the Experiment; `registry.unregister('toy')` to
 undo), or from a shell: PYTHONPATH=tests/experiments python -m experiments --import engine_toy
 train toy --workdir /tmp/toy.
@@ -60,10 +63,12 @@ class ToyModelConfig:
 
 @dataclasses.dataclass
 class ToyDataConfig:
-  """Sizes of the synthetic splits, and two fault injections for the tests.
+  """Sizes of the synthetic splits, and fault injections for the tests.
 
   nan_at_batch: the training batch (0-based, counted over epochs) whose loss is multiplied by NaN.
   signal_at_batch: SIGTERM is raised when this training batch is drawn from the iterator.
+  kill_at_batch: the process is killed (SIGKILL) when it draws this training batch.
+  fault_process: the process signal_at_batch and kill_at_batch hit (None: every process).
   """
   n_train: int = 60
   n_dev: int = 17
@@ -72,6 +77,8 @@ class ToyDataConfig:
   vocab_size: int = 13
   nan_at_batch: int | None = None
   signal_at_batch: int | None = None
+  kill_at_batch: int | None = None
+  fault_process: int | None = None
 
 
 def toy_config(embed_dim: int = 10) -> config_lib.Config:
@@ -94,30 +101,44 @@ def make_examples(n: int, seed: int, cfg: ToyDataConfig) -> dict[str, np.ndarray
   return {"tokens": tokens, "lengths": lengths, "label": labels}
 
 
+def process_rows(batch_size: int) -> slice:
+  """This process's rows of a global batch of `batch_size` rows."""
+  count = jax.process_count()
+  if batch_size % count:
+    raise ValueError(f"batch size {batch_size} must be divisible by the {count} processes")
+  local = batch_size // count
+  return slice(jax.process_index() * local, (jax.process_index() + 1) * local)
+
+
 class ToyBatches:
-  """Endless shuffled training batches with get_state/set_state (the pipelines' contract)."""
+  """Endless shuffled training batches with get_state/set_state (the pipelines' contract): this
+  process's rows of each global batch of `batch_size`."""
 
   def __init__(self, examples, batch_size: int, seed: int, cfg: ToyDataConfig):
     self.examples, self.batch_size, self.seed, self.cfg = examples, batch_size, seed, cfg
     self.per_epoch = len(examples["label"]) // batch_size
     self.epoch, self.position = 0, 0
+    self.rows = process_rows(batch_size)
+    self.hit = cfg.fault_process in (None, jax.process_index())
 
   def __iter__(self):
     return self
 
   def __next__(self):
     order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.examples["label"]))
-    index = order[self.position * self.batch_size:(self.position + 1) * self.batch_size]
+    index = order[self.position * self.batch_size:(self.position + 1) * self.batch_size][self.rows]
     drawn = self.epoch * self.per_epoch + self.position
     self.position += 1
     if self.position == self.per_epoch:
       self.epoch, self.position = self.epoch + 1, 0
     batch = {k: v[index] for k, v in self.examples.items()}
-    batch["weight"] = np.ones(self.batch_size, np.float32)
-    batch["scale"] = np.full(self.batch_size, np.nan if drawn == self.cfg.nan_at_batch else 1.0,
+    batch["weight"] = np.ones(len(index), np.float32)
+    batch["scale"] = np.full(len(index), np.nan if drawn == self.cfg.nan_at_batch else 1.0,
                              np.float32)
-    if drawn == self.cfg.signal_at_batch:
+    if drawn == self.cfg.signal_at_batch and self.hit:
       signal.raise_signal(signal.SIGTERM)
+    if drawn == self.cfg.kill_at_batch and self.hit:
+      os.kill(os.getpid(), signal.SIGKILL)
     return batch
 
   def get_state(self) -> dict:
@@ -188,6 +209,7 @@ class ToyTask(Task):
   def eval_batches(self, split):
     examples = self.splits[split]
     size = self.config.train.eval_batch_size or self.config.train.batch_size
+    rows = process_rows(size)
     n = len(examples["label"])
     for start in range(0, n, size):
       batch = {k: v[start:start + size] for k, v in examples.items()}
@@ -196,7 +218,7 @@ class ToyTask(Task):
                for k, v in batch.items()}
       batch["weight"] = (np.arange(size) < real).astype(np.float32)
       batch["lengths"] = np.maximum(batch["lengths"], 1)
-      yield batch
+      yield {k: v[rows] for k, v in batch.items()}
 
 
 def predict_command(args, console) -> int:
