@@ -129,8 +129,10 @@ class TransformerTranslator(Translator):
                              rngs=_dropout_rngs(rng))
 
   def cross_attention(self, params, src, src_len, tgt_in):
-    _, variables = self.module.apply({"params": params}, src, tgt_in, src_len,
-                                     mutable=["intermediates"])
+    # The fused path computes no weights; 'vmap' does, with the same parameters.
+    module = self.module.clone(implementation="vmap")
+    _, variables = module.apply({"params": params}, src, tgt_in, src_len,
+                                mutable=["intermediates"])
     last = f"layers_{self.module.num_decoder_layers - 1}"
     weights = variables["intermediates"]["decoder"][last]["cross_attention_weights"][0]
     return jnp.mean(weights.astype(jnp.float32), axis=1)  # (B, H, T, S) -> (B, T, S)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -283,6 +284,18 @@ def test_attention_rows_are_distributions_over_the_source(overfit):
   weights = task.attention(params, src, target)
   assert weights.shape == (len(target) + 1, len(src))
   np.testing.assert_allclose(weights.sum(1), 1.0, rtol=1e-5)
+
+
+def test_attention_of_a_fused_attention_model_is_the_vmap_models(overfit):
+  """The fused path computes no weights: heatmaps of a model trained with it come from the same
+  parameters through the weight-computing path."""
+  task, params, batch, _ = overfit
+  assert task.model.module.implementation == "vmap"
+  fused = copy.copy(task.model)
+  fused.module = task.model.module.clone(implementation="fused")
+  args = (params, batch["src"][:2], batch["src_len"][:2], batch["tgt_in"][:2])
+  np.testing.assert_allclose(fused.cross_attention(*args), task.model.cross_attention(*args),
+                             rtol=1e-6, atol=1e-7)
 
 
 @pytest.fixture(scope="module")
