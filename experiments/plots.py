@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from matplotlib import font_manager
@@ -85,6 +85,49 @@ def plot_curves(metrics_path: str, out_path: str,
     ax.set_xlabel("step")
     ax.set_ylabel(name)
     ax.set_title(name)
+    ax.grid(alpha=0.3)
+    ax.legend()
+  if title:
+    fig.suptitle(title)
+  fig.tight_layout()
+  return _save(fig, out_path)
+
+
+def plot_runs_by_time(metrics_paths: Mapping[str, str], out_path: str, names: Sequence[str],
+                      split: str = "dev", title: str | None = None) -> str:
+  """Draws one split's metrics of several runs against wall time (minutes), one panel per metric:
+  the comparison of models at equal time rather than equal steps.
+
+  Args:
+    metrics_paths: run label -> the metrics.jsonl its trainer wrote (records carry 'time', the
+      seconds since the run started).
+    out_path: the PNG to write.
+    names: the metrics to draw, e.g. ['perplexity', 'bleu'].
+    split: the split whose records are drawn.
+    title: the figure title.
+
+  Returns:
+    `out_path`.
+
+  Raises:
+    ValueError: no runs, or a run without any `split` record of a requested metric (naming both).
+  """
+  if not metrics_paths or not names:
+    raise ValueError("plot_runs_by_time needs at least one run and one metric name")
+  fig = Figure(figsize=(5.2 * len(names), 3.8))
+  axes = fig.subplots(1, len(names), squeeze=False)
+  for label, path in metrics_paths.items():
+    records = [r for r in metrics_log.read_metrics(path) if r.get("split") == split]
+    for ax, name in zip(axes[0], names):
+      points = [(r["time"] / 60.0, float(r[name])) for r in records if name in r and "time" in r]
+      if not points:
+        raise ValueError(f"{path} ({label}) has no {split!r} records of {name!r} with a time")
+      minutes, values = zip(*points)
+      ax.plot(minutes, values, marker="o", markersize=3, label=label)
+  for ax, name in zip(axes[0], names):
+    ax.set_xlabel("wall time (minutes)")
+    ax.set_ylabel(f"{split} {name}")
+    ax.set_title(f"{split} {name}")
     ax.grid(alpha=0.3)
     ax.legend()
   if title:

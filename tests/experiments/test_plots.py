@@ -46,6 +46,21 @@ def test_curves_png_has_a_panel_per_metric(tmp_path):
     plots.plot_curves(str(tmp_path / "empty.jsonl"), str(tmp_path / "y.png"))
 
 
+def test_runs_by_time_draw_one_line_per_run_in_a_panel_per_metric(tmp_path):
+  slow = tmp_path / "slow.jsonl"
+  slow.write_text("\n".join(json.dumps({"step": s, "split": "dev", "time": 7.0 * s, "bleu": s / 3,
+                                         "perplexity": 9.0 / s}) for s in (3, 5, 11)) + "\n")
+  fast = _metrics_file(tmp_path)  # dev records without a time: not drawable by time
+  two = _png(plots.plot_runs_by_time({"slow": str(slow), "again": str(slow)},
+                                     str(tmp_path / "t2.png"), ["bleu", "perplexity"], title="t"))
+  one = _png(plots.plot_runs_by_time({"slow": str(slow)}, str(tmp_path / "t1.png"), ["bleu"]))
+  assert two.shape[1] > 1.8 * one.shape[1] and two[..., :3].std() > 0.05
+  with pytest.raises(ValueError, match=r"\(fast\) has no 'dev' records of 'loss' with a time"):
+    plots.plot_runs_by_time({"fast": fast}, str(tmp_path / "t3.png"), ["loss"])
+  with pytest.raises(ValueError, match="at least one run and one metric"):
+    plots.plot_runs_by_time({}, str(tmp_path / "t4.png"), ["bleu"])
+
+
 def test_attention_heatmap_pooling_row_and_matrix(tmp_path):
   words = "this great science fiction film is really awesome".split()
   weights = np.linspace(1, 2, len(words)) / np.linspace(1, 2, len(words)).sum()
