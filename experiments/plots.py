@@ -41,6 +41,22 @@ def cjk_font() -> str | None:
   return None
 
 
+def _label_panel(ax, xlabel: str, name: str) -> None:
+  """A curve panel's axis labels, title (= the metric's name), grid and legend."""
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(name)
+  ax.set_title(name)
+  ax.grid(alpha=0.3)
+  ax.legend()
+
+
+def _finish(fig, title: str | None, out_path: str) -> str:
+  if title:
+    fig.suptitle(title)
+  fig.tight_layout()
+  return _save(fig, out_path)
+
+
 def plot_curves(metrics_path: str, out_path: str,
                 names: Sequence[str] | None = None, title: str | None = None) -> str:
   """Draws train/dev curves of each metric against the step, one panel per metric.
@@ -82,15 +98,8 @@ def plot_curves(metrics_path: str, out_path: str,
       if points:
         steps, values = zip(*points)
         ax.plot(steps, values, label=split, **_SPLIT_STYLE[split])
-    ax.set_xlabel("step")
-    ax.set_ylabel(name)
-    ax.set_title(name)
-    ax.grid(alpha=0.3)
-    ax.legend()
-  if title:
-    fig.suptitle(title)
-  fig.tight_layout()
-  return _save(fig, out_path)
+    _label_panel(ax, "step", name)
+  return _finish(fig, title, out_path)
 
 
 def plot_runs_by_time(metrics_paths: Mapping[str, str], out_path: str, names: Sequence[str],
@@ -125,15 +134,8 @@ def plot_runs_by_time(metrics_paths: Mapping[str, str], out_path: str, names: Se
       minutes, values = zip(*points)
       ax.plot(minutes, values, marker="o", markersize=3, label=label)
   for ax, name in zip(axes[0], names):
-    ax.set_xlabel("wall time (minutes)")
-    ax.set_ylabel(f"{split} {name}")
-    ax.set_title(f"{split} {name}")
-    ax.grid(alpha=0.3)
-    ax.legend()
-  if title:
-    fig.suptitle(title)
-  fig.tight_layout()
-  return _save(fig, out_path)
+    _label_panel(ax, "wall time (minutes)", f"{split} {name}")
+  return _finish(fig, title, out_path)
 
 
 def plot_attention(weights, x_tokens: Sequence[str], y_tokens: Sequence[str] | None,
