@@ -6,7 +6,8 @@
     python -m benchmarks --from-json benchmarks/results/gpu.json   # re-render, no measuring
 
 Suites: attention (forward, forward+backward vs flax MHA), training (JAX vs PyTorch steps),
-decoding (cached vs recomputed beam search), memory (attention at long sequences). Each figure is a
+decoding (cached vs recomputed beam search), memory (attention at long sequences),
+translation_runs (the translation CPU runs' models, JAX vs PyTorch steps). Each figure is a
 ratio against a reference measured in the same run (see benchmarks/common.py). A full run writes
 benchmarks/results/{cpu,gpu}.json (merged suite by suite, so a GPU run may be split over several
 calls) and the 'cpu' or 'gpu' block of docs/BENCHMARKS.md, leaving the rest of the file alone.
@@ -26,12 +27,14 @@ from benchmarks import decoding
 from benchmarks import memory
 from benchmarks import report
 from benchmarks import training
+from benchmarks import translation_runs
 
 SUITES: dict[str, tuple[Callable[[common.Settings], Any], Callable[[Any], str]]] = {
     "attention": (attention.run, attention.markdown),
     "training": (training.run, training.markdown),
     "decoding": (decoding.run, decoding.markdown),
     "memory": (memory.run, memory.markdown),
+    "translation_runs": (translation_runs.run, translation_runs.markdown),
 }
 
 HEADINGS = {"cpu": "## Speed on the CPU", "gpu": "## Speed on the GPU"}

@@ -2,7 +2,10 @@
 
 They mirror the experiments' models (IMDB BiLSTM + attention pooling; a Vaswani-style translation
 Transformer) without depending on the experiment code, and have twins in PyTorch
-(benchmarks/torch_models.py) that take the same weights (`to_torch_state`) and give the same outputs.
+(benchmarks/torch_models.py) that take the same weights (`*_to_torch`) and give the same outputs.
+The named translation runs' own modules (zoo.transformer.Transformer, zoo.seq2seq's Bahdanau
+model; benchmarks/translation_runs.py) are converted by `zoo_transformer_to_torch` and
+`bahdanau_to_torch`.
 
   BiLSTMAttentionClassifier  tokens -> Embed -> BiLSTM (zoo, scan or cuDNN) -> zoo.AttentionPooling
                              (additive) -> Dense(2)
@@ -217,8 +220,12 @@ def classifier_inputs(size: ClassifierSize, seed: int = 0) -> dict[str, np.ndarr
   return dict(tokens=tokens, lengths=lengths, labels=labels)
 
 
-def translation_inputs(size: TransformerSize, seed: int = 0) -> dict[str, np.ndarray]:
-  """A fixed batch of source ids, decoder inputs (bos first) and labels, with lengths."""
+def translation_inputs(size: Any, seed: int = 0) -> dict[str, np.ndarray]:
+  """A fixed batch of source ids, decoder inputs (bos first) and labels, with lengths.
+
+  size: its batch, src_len, tgt_len and vocab are used (TransformerSize or
+  translation_runs.RunBatch). Lengths are uniform in [len // 2, len], the first row's full.
+  """
   rng = np.random.default_rng(seed)
 
   def padded(length):
@@ -310,4 +317,53 @@ def transformer_to_torch(params: dict[str, Any]) -> dict[str, np.ndarray]:
       state.update(_prefixed(f"{prefix}.ffn.dense1", _linear(p["ffn"]["dense1"])))
       state.update(_prefixed(f"{prefix}.ffn.dense2", _linear(p["ffn"]["dense2"])))
       index += 1
+  return state
+
+
+def zoo_transformer_to_torch(params: dict[str, Any]) -> dict[str, np.ndarray]:
+  """zoo.transformer.Transformer parameters (separate source and target embeddings, an untied
+  output layer) -> TorchZooTransformer's state dict (the same names, nn.Linear layout)."""
+  if "output" not in params or "tgt_embed" not in params:
+    raise ValueError("zoo_transformer_to_torch converts Transformers with separate embeddings and "
+                     "an untied output layer (share_embeddings=False, tie_output=False)")
+  state = {"src_embed.weight": np.asarray(params["src_embed"]["embedding"]),
+           "tgt_embed.weight": np.asarray(params["tgt_embed"]["embedding"])}
+  state.update(_prefixed("output", _linear(params["output"])))
+  for side in ("encoder", "decoder"):
+    stack = params[side]
+    if "final_norm" in stack:
+      state.update(_prefixed(f"{side}.final_norm", _norm(stack["final_norm"])))
+    index = 0
+    while f"layers_{index}" in stack:
+      p, prefix = stack[f"layers_{index}"], f"{side}.layers.{index}"
+      for name in ("self_attention", "cross_attention"):
+        if name in p:
+          state.update(_prefixed(f"{prefix}.{name}", _mha(p[name])))
+          state.update(_prefixed(f"{prefix}.{name}_norm", _norm(p[f"{name}_norm"])))
+      state.update(_prefixed(f"{prefix}.ffn.dense_in", _linear(p["ffn"]["dense_in"])))
+      state.update(_prefixed(f"{prefix}.ffn.dense_out", _linear(p["ffn"]["dense_out"])))
+      state.update(_prefixed(f"{prefix}.ffn_norm", _norm(p["ffn_norm"])))
+      index += 1
+  return state
+
+
+def bahdanau_to_torch(params: dict[str, Any]) -> dict[str, np.ndarray]:
+  """zoo.seq2seq.bahdanau_seq2seq parameters -> TorchBahdanau's state dict.
+
+  The decoder's bottom LSTM layer reads [context; embedding]: its weight_ih is the context's
+  gate kernel and the embedding's side by side (4H, H + E).
+  """
+  enc, dec = params["encoder"], params["decoder"]
+  scorer = dec["attention"]["scorer"]
+  state = {"enc_embedding.weight": np.asarray(enc["embedding"]["embedding"]),
+           "dec_embedding.weight": np.asarray(dec["embedding"]["embedding"]),
+           "W_q.weight": np.asarray(scorer["w_q"]).T,  # (H, H): query = h W_q^T
+           "W_k.weight": np.asarray(scorer["w_k"]).T,
+           "w_v.weight": np.asarray(scorer["v"])[None, :]}  # (1, H)
+  state.update(_prefixed("encoder", lstm_to_torch(enc["lstm"])))
+  decoder = lstm_to_torch(dec["lstm"])
+  context_gates = np.asarray(dec["context_gates"]["kernel"]).T  # (4H, H)
+  decoder["weight_ih_l0"] = np.concatenate([context_gates, decoder["weight_ih_l0"]], axis=1)
+  state.update(_prefixed("decoder", decoder))
+  state.update(_prefixed("dense", _linear(dec["output"])))
   return state

@@ -2,8 +2,9 @@
 
 Twins of benchmarks/models.py, written the way a PyTorch user would (nn.LSTM over packed sequences,
 which runs cuDNN on a GPU; F.scaled_dot_product_attention, which picks flash or memory-efficient
-kernels), loading the JAX models' weights through `models.classifier_to_torch` and
-`models.transformer_to_torch`. `check_*` compare the forward outputs with the JAX models' on the
+kernels), loading the JAX models' weights through `models.classifier_to_torch`,
+`models.transformer_to_torch`, and for the named translation runs' own modules
+`models.zoo_transformer_to_torch` and `models.bahdanau_to_torch`. `check_*` compare the forward outputs with the JAX models' on the
 same weights; the training benchmark runs them before it times anything.
 """
 
@@ -134,6 +135,123 @@ class TorchTransformer(nn.Module):
     for block in self.decoder:
       y = block(y, x, causal, key_mask)
     return self.out(y)
+
+
+class _ZooFFN(nn.Module):
+
+  def __init__(self, width: int, hidden: int):
+    super().__init__()
+    self.dense_in, self.dense_out = nn.Linear(width, hidden), nn.Linear(hidden, width)
+
+  def forward(self, x):
+    return self.dense_out(torch.relu(self.dense_in(x)))
+
+
+class _ZooBlock(nn.Module):
+  """zoo.transformer's EncoderBlock (cross=False) or DecoderBlock (cross=True), no dropout."""
+
+  def __init__(self, width: int, heads: int, ffn: int, cross: bool, pre_norm: bool, eps: float):
+    super().__init__()
+    self.pre_norm = pre_norm
+    self.self_attention = TorchMHA(width, heads)
+    self.self_attention_norm = nn.LayerNorm(width, eps=eps)
+    if cross:
+      self.cross_attention = TorchMHA(width, heads)
+      self.cross_attention_norm = nn.LayerNorm(width, eps=eps)
+    self.ffn = _ZooFFN(width, ffn)
+    self.ffn_norm = nn.LayerNorm(width, eps=eps)
+
+  def _residual(self, norm, x, sublayer):
+    return x + sublayer(norm(x)) if self.pre_norm else norm(x + sublayer(x))
+
+  def forward(self, x, mask, enc=None, enc_mask=None):
+    x = self._residual(self.self_attention_norm, x, lambda h: self.self_attention(h, h, mask))
+    if enc is not None:
+      x = self._residual(self.cross_attention_norm, x,
+                         lambda h: self.cross_attention(h, enc, enc_mask))
+    return self._residual(self.ffn_norm, x, self.ffn)
+
+
+class _ZooStack(nn.Module):
+
+  def __init__(self, layers: int, final_norm: bool, width: int, **block):
+    super().__init__()
+    self.layers = nn.ModuleList(_ZooBlock(width, **block) for _ in range(layers))
+    self.final_norm = nn.LayerNorm(width, eps=block["eps"]) if final_norm else None
+
+  def forward(self, x, mask, enc=None, enc_mask=None):
+    for block in self.layers:
+      x = block(x, mask, enc, enc_mask)
+    return x if self.final_norm is None else self.final_norm(x)
+
+
+class TorchZooTransformer(nn.Module):
+  """(src (B, S), src_lens (B,), tgt (B, T)) -> logits (B, T, V): zoo.transformer.Transformer
+  with separate embeddings and an untied output layer (the translation runs' model), pre-norm
+  (with a final LayerNorm per stack) or post-norm."""
+
+  def __init__(self, src_vocab: int, tgt_vocab: int, width: int, heads: int, ffn: int,
+               encoder_layers: int, decoder_layers: int, pre_norm: bool = True,
+               eps: float = 1e-5, max_len: int = 256):
+    super().__init__()
+    self.width = width
+    self.src_embed = nn.Embedding(src_vocab, width)
+    self.tgt_embed = nn.Embedding(tgt_vocab, width)
+    table = np.array(zoo.sinusoidal_encoding(max_len, width))  # (max_len, D)
+    self.register_buffer("positions", torch.from_numpy(table), persistent=False)
+    block = dict(heads=heads, ffn=ffn, pre_norm=pre_norm, eps=eps)
+    self.encoder = _ZooStack(encoder_layers, pre_norm, width, cross=False, **block)
+    self.decoder = _ZooStack(decoder_layers, pre_norm, width, cross=True, **block)
+    self.output = nn.Linear(width, tgt_vocab)
+
+  def forward(self, src, src_lens, tgt):
+    scale = math.sqrt(self.width)
+    key_mask = (torch.arange(src.shape[1], device=src.device)[None, :]
+                < src_lens[:, None])[:, None, None, :]  # (B, 1, 1, S)
+    x = self.encoder(self.src_embed(src) * scale + self.positions[:src.shape[1]], key_mask)
+    steps = tgt.shape[1]
+    causal = torch.ones(steps, steps, dtype=torch.bool, device=tgt.device).tril()
+    y = self.tgt_embed(tgt) * scale + self.positions[:steps]
+    return self.output(self.decoder(y, causal, x, key_mask))
+
+
+class TorchBahdanau(nn.Module):
+  """(src (B, S), src_lens (B,), tgt (B, T)) -> logits (B, T, V): d2l's Seq2SeqAttentionDecoder
+  over its Seq2SeqEncoder, with LSTMs as zoo.seq2seq.bahdanau_seq2seq (d2l has GRUs), written as
+  d2l writes it: the encoder over packed sequences, the decoder one nn.LSTM call per target step,
+  its top layer's previous h querying the encoder outputs with additive attention (d2l's masked
+  softmax), the context joining the step's embedding as the bottom layer's input."""
+
+  def __init__(self, src_vocab: int, tgt_vocab: int, embed: int, hidden: int, layers: int = 1):
+    super().__init__()
+    self.enc_embedding = nn.Embedding(src_vocab, embed)
+    self.encoder = nn.LSTM(embed, hidden, num_layers=layers, batch_first=True)
+    self.dec_embedding = nn.Embedding(tgt_vocab, embed)
+    self.decoder = nn.LSTM(hidden + embed, hidden, num_layers=layers, batch_first=True)
+    self.W_q = nn.Linear(hidden, hidden, bias=False)
+    self.W_k = nn.Linear(hidden, hidden, bias=False)
+    self.w_v = nn.Linear(hidden, 1, bias=False)
+    self.dense = nn.Linear(hidden, tgt_vocab)
+
+  def forward(self, src, src_lens, tgt):
+    steps = src.shape[1]
+    packed = nn.utils.rnn.pack_padded_sequence(self.enc_embedding(src), src_lens.cpu(),
+                                               batch_first=True, enforce_sorted=False)
+    outputs, state = self.encoder(packed)  # state: (h, c), each (layers, B, H), batch order
+    outputs, _ = nn.utils.rnn.pad_packed_sequence(outputs, batch_first=True,
+                                                  total_length=steps)  # (B, S, H)
+    keys = self.W_k(outputs)  # (B, S, H)
+    valid = torch.arange(steps, device=src.device)[None, :] < src_lens[:, None]  # (B, S)
+    embedded = self.dec_embedding(tgt)  # (B, T, E)
+    tops = []
+    for t in range(tgt.shape[1]):
+      query = self.W_q(state[0][-1])  # (B, H)
+      scores = self.w_v(torch.tanh(query[:, None, :] + keys))[..., 0]  # (B, S)
+      weights = torch.softmax(scores.masked_fill(~valid, -1e6), dim=-1)
+      context = torch.bmm(weights[:, None, :], outputs)[:, 0]  # (B, H)
+      top, state = self.decoder(torch.cat([context, embedded[:, t]], dim=-1)[:, None], state)
+      tops.append(top[:, 0])
+    return self.dense(torch.stack(tops, dim=1))  # (B, T, V)
 
 
 def load(module: nn.Module, state: dict[str, np.ndarray]) -> nn.Module:

@@ -153,7 +153,7 @@ def _classifier_loss(model: models.BiLSTMAttentionClassifier) -> Callable:
   return loss
 
 
-def _transformer_loss(model: models.Transformer) -> Callable:
+def transformer_loss(model: models.Transformer) -> Callable:
   def loss(params, batch):
     logits = model.apply({"params": params}, batch["src"], batch["src_lens"], batch["tgt_in"])
     weights = (jnp.arange(logits.shape[1])[None, :] < batch["tgt_lens"][:, None])
@@ -166,7 +166,7 @@ def _torch_classifier_loss(module, batch):
   return F.cross_entropy(module(batch["tokens"], batch["lengths"]).float(), batch["labels"])
 
 
-def _torch_transformer_loss(module, batch):
+def torch_transformer_loss(module, batch):
   import torch  # pylint: disable=import-outside-toplevel
   import torch.nn.functional as F  # pylint: disable=import-outside-toplevel
   logits = module(batch["src"], batch["src_lens"], batch["tgt_in"]).float()  # (B, T, V)
@@ -212,7 +212,7 @@ def _fastest_torch(times: dict[str, float | str]) -> str:
   return min(timed, key=timed.get) if timed else "torch"
 
 
-def _compare(name: str, modules: dict[str, Any], jax_loss: Callable, batch: dict[str, np.ndarray],
+def compare(name: str, modules: dict[str, Any], jax_loss: Callable, batch: dict[str, np.ndarray],
              inputs: tuple[str, ...], to_torch: Callable, make_torch: Callable,
              torch_loss: Callable, tokens: int, settings: common.Settings,
              extra: dict[str, Any], torch_autocast: bool = False) -> dict[str, Any]:
@@ -270,9 +270,9 @@ def run_classifier(settings: common.Settings) -> dict[str, Any]:
     from benchmarks import torch_models  # pylint: disable=import-outside-toplevel
     from_torch = lambda: torch_models.TorchBiLSTMAttention(size.vocab, size.embed, size.hidden,
                                                            size.layers)
-  result = _compare("classifier", modules, _classifier_loss, batch, ("tokens", "lengths"),
-                    models.classifier_to_torch, from_torch, _torch_classifier_loss,
-                    int(np.sum(batch["lengths"])), settings, dict(size=dataclasses.asdict(size)))
+  result = compare("classifier", modules, _classifier_loss, batch, ("tokens", "lengths"),
+                   models.classifier_to_torch, from_torch, _torch_classifier_loss,
+                   int(np.sum(batch["lengths"])), settings, dict(size=dataclasses.asdict(size)))
   for variant in result["results"].values():
     rate = variant["examples_per_s"]
     variant["seed_protocol_s"] = SEED_PROTOCOL_EXAMPLES / rate if rate else None
@@ -297,9 +297,9 @@ def run_transformer(settings: common.Settings) -> dict[str, Any]:
     from benchmarks import torch_models  # pylint: disable=import-outside-toplevel
     from_torch = lambda: torch_models.TorchTransformer(*shape, max_len=max_len)
   tokens = int(np.sum(batch["src_lens"]) + np.sum(batch["tgt_lens"]))
-  return _compare("transformer", modules, _transformer_loss, batch, ("src", "src_lens", "tgt_in"),
-                  models.transformer_to_torch, from_torch, _torch_transformer_loss, tokens,
-                  settings, dict(size=dataclasses.asdict(size)), torch_autocast=True)
+  return compare("transformer", modules, transformer_loss, batch, ("src", "src_lens", "tgt_in"),
+                 models.transformer_to_torch, from_torch, torch_transformer_loss, tokens, settings,
+                 dict(size=dataclasses.asdict(size)), torch_autocast=True)
 
 
 def run(settings: common.Settings) -> dict[str, Any]:
@@ -307,13 +307,11 @@ def run(settings: common.Settings) -> dict[str, Any]:
               transformer=common.guarded("transformer", lambda: run_transformer(settings)))
 
 
-def markdown(suite: dict[str, Any]) -> str:
-  """The training section: one table per model."""
-  parts = ["### Training throughput (one Adam step on a device-resident batch)", "",
-           "Ratio: the reference's time over the variant's (above 1: faster than the reference); "
-           "tokens are the real (unpadded) tokens of the batch, source plus target for the "
-           "Transformer."]
-  for key in ("classifier", "transformer"):
+def model_tables(suite: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+  """Markdown lines for each model of `suite` named in `keys`: sizes, the PyTorch twin's agreement
+  and one row per variant."""
+  parts = []
+  for key in keys:
     model = suite.get(key)
     if not model:
       continue
@@ -344,4 +342,13 @@ def markdown(suite: dict[str, Any]) -> str:
         row.append(report.number(r.get("seed_protocol_s")))
       rows.append(row)
     parts += ["", report.table(header, rows)]
-  return "\n".join(parts)
+  return parts
+
+
+def markdown(suite: dict[str, Any]) -> str:
+  """The training section: one table per model."""
+  parts = ["### Training throughput (one Adam step on a device-resident batch)", "",
+           "Ratio: the reference's time over the variant's (above 1: faster than the reference); "
+           "tokens are the real (unpadded) tokens of the batch, source plus target for the "
+           "Transformer."]
+  return "\n".join(parts + model_tables(suite, ("classifier", "transformer")))

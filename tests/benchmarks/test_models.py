@@ -2,7 +2,8 @@
 
 The PyTorch twins (benchmarks/torch_models.py) need torch, an optional dependency that CI does not
 install (from PyPI it is a multi-gigabyte CUDA build). So here the state dicts that
-`classifier_to_torch` and `transformer_to_torch` produce are run through numpy re-statements of
+`classifier_to_torch`, `transformer_to_torch`, `zoo_transformer_to_torch` and `bahdanau_to_torch`
+produce are run through numpy re-statements of
 what the PyTorch modules compute (nn.LSTM's equations over packed sequences, nn.Linear's x W^T + b,
 F.scaled_dot_product_attention, nn.LayerNorm), and must give the JAX models' outputs. The training
 benchmark itself compares the real PyTorch modules with the JAX models on the same weights before
@@ -12,12 +13,17 @@ of the decoding benchmark return the same beams.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks import common
 from benchmarks import decoding
 from benchmarks import models
+from benchmarks import translation_runs
+from experiments.translation import configs
 
 B, S, T, V, D, HEADS, FFN = 3, 5, 7, 11, 12, 4, 10
 
@@ -97,13 +103,14 @@ def _attention(state, prefix, xq, xkv, mask):
   return _linear(state, f"{prefix}.out", out)
 
 
-def _norm(state, prefix, x):
+def _norm(state, prefix, x, eps=1e-6):
   mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
-  return (x - mean) / np.sqrt(var + 1e-6) * state[f"{prefix}.weight"] + state[f"{prefix}.bias"]
+  return (x - mean) / np.sqrt(var + eps) * state[f"{prefix}.weight"] + state[f"{prefix}.bias"]
 
 
-def _ffn(state, prefix, x):
-  return _linear(state, f"{prefix}.dense2", np.maximum(_linear(state, f"{prefix}.dense1", x), 0))
+def _ffn(state, prefix, x, names=("dense1", "dense2")):
+  hidden = np.maximum(_linear(state, f"{prefix}.{names[0]}", x), 0)
+  return _linear(state, f"{prefix}.{names[1]}", hidden)
 
 
 def _numpy_transformer(state, src, src_lens, tgt, layers):
@@ -156,3 +163,121 @@ def test_cached_and_recomputed_beam_search_agree():
   np.testing.assert_allclose(got.scores, want.scores, rtol=1e-5)
   lengths = np.asarray(want.lengths)
   assert np.any(lengths == 6) and np.any(lengths < 6)
+
+
+def _numpy_zoo_transformer(state, src, src_lens, tgt, encoder_layers, decoder_layers):
+  """TorchZooTransformer, pre-norm: x + f(LN(x)) per sublayer, a final LayerNorm per stack."""
+  key_mask = (np.arange(src.shape[1])[None, :] < src_lens[:, None])[:, None, None, :]
+  causal = np.tril(np.ones((tgt.shape[1],) * 2, bool))[None, None]
+  table = np.asarray(models.zoo.sinusoidal_encoding(max(src.shape[1], tgt.shape[1]), D))
+  norm = lambda prefix, x: _norm(state, prefix, x, eps=1e-5)
+  ffn = lambda prefix, x: _ffn(state, prefix, x, names=("dense_in", "dense_out"))
+
+  def attend(prefix, x, kv, mask):
+    return _attention(state, prefix, norm(f"{prefix}_norm", x), kv, mask)
+
+  x = state["src_embed.weight"][src] * np.sqrt(D) + table[:src.shape[1]]
+  for l in range(encoder_layers):
+    p = f"encoder.layers.{l}"
+    h = norm(f"{p}.self_attention_norm", x)
+    x = x + _attention(state, f"{p}.self_attention", h, h, key_mask)
+    x = x + ffn(f"{p}.ffn", norm(f"{p}.ffn_norm", x))
+  x = norm("encoder.final_norm", x)
+  y = state["tgt_embed.weight"][tgt] * np.sqrt(D) + table[:tgt.shape[1]]
+  for l in range(decoder_layers):
+    p = f"decoder.layers.{l}"
+    h = norm(f"{p}.self_attention_norm", y)
+    y = y + _attention(state, f"{p}.self_attention", h, h, causal)
+    y = y + attend(f"{p}.cross_attention", y, x, key_mask)
+    y = y + ffn(f"{p}.ffn", norm(f"{p}.ffn_norm", y))
+  return _linear(state, "output", norm("decoder.final_norm", y))
+
+
+def test_zoo_transformer_state_dict_computes_the_translation_runs_model():
+  config = configs.transformer_cpu().model
+  config = type(config)(model_dim=D, num_heads=HEADS, ffn_hidden=FFN, num_encoder_layers=2,
+                        num_decoder_layers=1, dropout_rate=0.0)
+  assert config.normalize_before  # the runs' pre-norm Transformer
+  size = translation_runs.RunBatch(batch=B, src_len=S, tgt_len=T, vocab=V)
+  batch = models.translation_inputs(size, seed=4)
+  model = translation_runs.RunModel(config.build(V, V, jnp.float32, jnp.float32))
+  inputs = (batch["src"], batch["src_lens"], batch["tgt_in"])
+  params = _random_params(model, *inputs, scale=0.3, seed=6)
+  state = models.zoo_transformer_to_torch(params)
+  # embeddings, output, two final norms; encoder blocks 8 + 2 + 4 + 2, decoder blocks 8 more + 2
+  assert len(state) == 2 + 2 + 2 * 2 + 2 * 16 + 1 * 26
+  want = _numpy_zoo_transformer(state, *inputs, encoder_layers=2, decoder_layers=1)
+  got = jax.jit(model.apply)({"params": params}, *inputs)
+  np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
+  assert np.abs(want).max() > 1
+
+
+def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
+  """nn.LSTM's cell (gates i, f, g, o): x (..., D), h and c (..., H) -> new (h, c)."""
+  i, f, g, o = np.split(x @ w_ih.T + b_ih + h @ w_hh.T + b_hh, 4, axis=-1)
+  c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+  return _sigmoid(o) * np.tanh(c), c
+
+
+def _numpy_bahdanau(state, src, src_lens, tgt, layers):
+  """TorchBahdanau: a stacked LSTM over packed sources (its final state starts the decoder), then
+  per target step additive attention queried by the top layer's previous h, [context; embedding]
+  into the decoder LSTM, and a dense layer."""
+  weights_of = lambda side, l: [state[f"{side}.{n}_l{l}"]
+                                for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+  batch, hidden = src.shape[0], state["W_q.weight"].shape[0]
+  x = state["enc_embedding.weight"][src]  # (B, S, E)
+  h, c = [np.zeros((batch, hidden)) for _ in range(layers)], [None] * layers
+  for l in range(layers):  # layer by layer, each source over its own tokens only
+    out, c[l] = np.zeros(x.shape[:2] + (hidden,)), np.zeros((batch, hidden))
+    for b in range(batch):
+      hb, cb = np.zeros(hidden), np.zeros(hidden)
+      for t in range(src_lens[b]):
+        hb, cb = _lstm_cell(x[b, t], hb, cb, *weights_of("encoder", l))
+        out[b, t] = hb
+      h[l][b], c[l][b] = hb, cb
+    x = out
+  keys = x @ state["W_k.weight"].T  # (B, S, H)
+  valid = np.arange(src.shape[1])[None, :] < src_lens[:, None]
+  embedded = state["dec_embedding.weight"][tgt]  # (B, T, E)
+  tops = []
+  for t in range(tgt.shape[1]):
+    query = h[-1] @ state["W_q.weight"].T
+    scores = (np.tanh(query[:, None, :] + keys) @ state["w_v.weight"].T)[..., 0]  # (B, S)
+    attention = _softmax(np.where(valid, scores, -1e6))
+    layer_in = np.concatenate([np.einsum("bs,bsh->bh", attention, x), embedded[:, t]], -1)
+    for l in range(layers):
+      h[l], c[l] = _lstm_cell(layer_in, h[l], c[l], *weights_of("decoder", l))
+      layer_in = h[l]
+    tops.append(h[-1])
+  return np.stack(tops, 1) @ state["dense.weight"].T + state["dense.bias"]
+
+
+def test_bahdanau_state_dict_computes_the_translation_runs_model():
+  config = configs.bahdanau_cpu().model
+  config = type(config)(embed_dim=6, hidden_size=5, num_layers=2, dropout_rate=0.0)
+  size = translation_runs.RunBatch(batch=B, src_len=S, tgt_len=T, vocab=V)
+  batch = models.translation_inputs(size, seed=7)
+  assert len(set(batch["src_lens"].tolist())) > 1  # padded sources of different lengths
+  model = translation_runs.RunModel(config.build(V, V, jnp.float32, jnp.float32))
+  inputs = (batch["src"], batch["src_lens"], batch["tgt_in"])
+  params = _random_params(model, *inputs, scale=0.5, seed=8)
+  state = models.bahdanau_to_torch(params)
+  assert state["decoder.weight_ih_l0"].shape == (4 * 5, 5 + 6)  # [context; embedding]
+  assert len(state) == 2 + 3 + 2 + 2 * 2 * 4
+  want = _numpy_bahdanau(state, *inputs, layers=2)
+  got = jax.jit(model.apply)({"params": params}, *inputs)
+  np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
+  assert np.abs(want).max() > 1
+
+
+def test_translation_runs_suite_times_the_named_runs_models():
+  settings = common.Settings()
+  for name in translation_runs.RUNS:
+    run = configs.CONFIGS[name]()
+    assert translation_runs.model_config(name, settings) == dataclasses.replace(run.model,
+                                                                               dropout_rate=0.0)
+    assert translation_runs.run_batch(name, settings) == translation_runs.RunBatch(
+        batch=128, src_len=24, tgt_len=24, vocab=8000)
+  quick = common.Settings(quick=True)
+  assert translation_runs.model_config("bahdanau_cpu", quick).hidden_size == 16
