@@ -31,8 +31,12 @@ Conventions shared by both searches:
       forced_tokens (B, max_len) int: the id to take at each position, -1 = free (couplets: the
         upper line's punctuation at its positions);
       banned_tokens (B, max_len) or (B, max_len, K) int: ids forbidden at each position, -1 =
-        none (couplets: the upper line's character at the same position).
-    A forced id wins over a ban at its position; the length wins over both.
+        none (couplets: the upper line's character at the same position);
+      tied_positions (B, max_len) int: the earlier position whose token each hypothesis repeats
+        at each position, -1 = free, and distinct_positions (B, max_len) bool: positions whose
+        tokens differ from those a hypothesis took at earlier distinct positions (couplets: the
+        upper line's repetition pattern, 风风雨雨 answered by 年年岁岁).
+    A forced id wins over a tie, a tie over the bans, the length over everything.
 
 Both functions compile with `jax.jit` (step_fn, bos_id, eos_id, max_len and beam_size are static)
 and run the time steps in a `lax.while_loop` that stops as soon as every row is finished. Repeated
@@ -190,7 +194,7 @@ def _step_log_probs(step_fn, state, tokens, eos_id: int):
   return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1), new_state
 
 
-def _constrain(log_probs, t, eos_id: int, constraints: Constraints):
+def _constrain(log_probs, t, eos_id: int, constraints: Constraints, prefix):
   """Sets the log-probabilities of the tokens the constraints forbid at position t to -inf.
 
   Args:
@@ -198,15 +202,21 @@ def _constrain(log_probs, t, eos_id: int, constraints: Constraints):
     t: int32 scalar, the position of the token being chosen.
     eos_id: the end-of-sequence id.
     constraints: prepared Constraints of the B rows.
+    prefix: int32 (B, T) or (B, W, T), the tokens chosen so far (tied and distinct positions read
+      them).
 
   Returns:
     float32, the shape of log_probs (unchanged when nothing is constrained).
   """
   batch, vocab = log_probs.shape[0], log_probs.shape[-1]
-  allowed = search_constraints.allowed_tokens(constraints, t, vocab, eos_id)  # (B, V)
+  prefix = prefix.reshape(batch, -1, prefix.shape[-1])  # (B, W, T), W = 1 for greedy
+  allowed = search_constraints.allowed_tokens(constraints, t, vocab, eos_id, prefix)
   if allowed is None:
     return log_probs
-  allowed = allowed.reshape((batch,) + (1,) * (log_probs.ndim - 2) + (vocab,))
+  if allowed.ndim == 2:  # (B, V), shared by the beams of a row
+    allowed = allowed.reshape((batch,) + (1,) * (log_probs.ndim - 2) + (vocab,))
+  else:  # (B, W, V), one row per hypothesis (W = 1 for greedy)
+    allowed = allowed.reshape(log_probs.shape)
   return jnp.where(allowed, log_probs, _IMPOSSIBLE)
 
 
@@ -229,7 +239,7 @@ def _greedy(init_state, constraints: Constraints, *, step_fn, bos_id, eos_id,
   def body(carry):
     t, state, prev, tokens, lengths, scores, finished = carry
     log_probs, state = _step_log_probs(step_fn, state, prev, eos_id)  # (B, V)
-    log_probs = _constrain(log_probs, t, eos_id, constraints)
+    log_probs = _constrain(log_probs, t, eos_id, constraints, tokens)
     choice = jnp.argmax(log_probs, axis=-1)  # (B,)
     # The model's log-probability of an allowed choice; -inf where nothing was allowed.
     choice_log_prob = jnp.take_along_axis(log_probs, choice[:, None], axis=-1)[:, 0]
@@ -253,7 +263,8 @@ def _greedy(init_state, constraints: Constraints, *, step_fn, bos_id, eos_id,
 
 def greedy_search(step_fn: StepFn, init_state: State, *, bos_id: int, eos_id: int, max_len: int,
                   exact_lens: jax.Array | None = None, forced_tokens: jax.Array | None = None,
-                  banned_tokens: jax.Array | None = None) -> Decoded:
+                  banned_tokens: jax.Array | None = None, tied_positions: jax.Array | None = None,
+                  distinct_positions: jax.Array | None = None) -> Decoded:
   """Picks the most probable next token at every step, for a batch of B rows at once.
 
   Args:
@@ -267,8 +278,13 @@ def greedy_search(step_fn: StepFn, init_state: State, *, bos_id: int, eos_id: in
       eos (eos forbidden before that position and forced at it).
     forced_tokens: optional int (B, T): the id row b must take at position t, -1 = free.
     banned_tokens: optional int (B, T) or (B, T, K): ids row b may not take at position t, -1 =
-      none. Forced ids win over bans, the length over both (zoo.search_constraints). A row with a
-      position where nothing is allowed scores -inf.
+      none.
+    tied_positions: optional int (B, T): s in [0, t) makes row b repeat at position t its token
+      of position s; -1 = free.
+    distinct_positions: optional bool (B, T): at a marked position row b may not take a token it
+      took at an earlier marked position. Forced ids win over ties, ties over bans, the length
+      over everything (zoo.search_constraints). A row with a position where nothing is allowed
+      scores -inf.
 
   Returns:
     Decoded(tokens int32 (B, T), lengths int32 (B,), scores float32 (B,)); see `Decoded`.
@@ -278,7 +294,8 @@ def greedy_search(step_fn: StepFn, init_state: State, *, bos_id: int, eos_id: in
       eos before exact_lens included), state leaves that disagree on the batch axis, or a step_fn
       whose logits are not (B, V) or which changes the state's shapes.
   """
-  constraints = Constraints(exact_lens, forced_tokens, banned_tokens)
+  constraints = Constraints(exact_lens, forced_tokens, banned_tokens, tied_positions,
+                            distinct_positions)
   _check_common(step_fn, init_state, bos_id, eos_id, max_len, constraints)
   return _greedy(init_state, constraints, step_fn=step_fn, bos_id=bos_id, eos_id=eos_id,
                  max_len=max_len)
@@ -340,7 +357,8 @@ def _beam(init_state, constraints: Constraints, length_penalty, *, step_fn, beam
     log_probs, new_state = _step_log_probs(step_fn, c.state, c.last, eos_id)  # (B * W, V)
     vocab = log_probs.shape[-1]
     is_eos = jnp.arange(vocab) == eos_id  # (V,)
-    log_probs = _constrain(log_probs.reshape(batch, width, vocab), c.t, eos_id, constraints)
+    log_probs = _constrain(log_probs.reshape(batch, width, vocab), c.t, eos_id, constraints,
+                           c.alive_tokens)
     candidates = c.alive_scores[..., None] + log_probs  # (B, W, V)
 
     # The beam proper: the W best extensions of any kind. Those that end (eos, or the last
@@ -399,7 +417,8 @@ def _beam(init_state, constraints: Constraints, length_penalty, *, step_fn, beam
 def beam_search(step_fn: StepFn, init_state: State, *, beam_size: int, bos_id: int, eos_id: int,
                 max_len: int, length_penalty: float | jax.Array = 0.0,
                 exact_lens: jax.Array | None = None, forced_tokens: jax.Array | None = None,
-                banned_tokens: jax.Array | None = None) -> Beams:
+                banned_tokens: jax.Array | None = None, tied_positions: jax.Array | None = None,
+                distinct_positions: jax.Array | None = None) -> Beams:
   """Beam search for a batch of B rows at once, returning the `beam_size` best hypotheses.
 
   At each step every alive hypothesis is extended by every token. The W = beam_size best
@@ -431,7 +450,12 @@ def beam_search(step_fn: StepFn, init_state: State, *, beam_size: int, bos_id: i
       free. At a forced position each alive hypothesis has one extension, so all W survive and
       keep comparable scores (each adds its own log-probability of the forced id).
     banned_tokens: optional int (B, T) or (B, T, K): ids no hypothesis of row b may take at
-      position t, -1 = none. Forced ids win over bans, the length over both.
+      position t, -1 = none.
+    tied_positions: optional int (B, T): s in [0, t) makes every hypothesis of row b repeat at
+      position t its own token of position s; -1 = free.
+    distinct_positions: optional bool (B, T): at a marked position no hypothesis of row b may
+      take a token it took at an earlier marked position. Forced ids win over ties, ties over
+      bans, the length over everything.
 
   Returns:
     Beams(tokens int32 (B, W, T), lengths int32 (B, W), scores float32 (B, W)), best first; see
@@ -441,7 +465,8 @@ def beam_search(step_fn: StepFn, init_state: State, *, beam_size: int, bos_id: i
     ValueError: as `greedy_search`, and for beam_size < 1 or a non-finite length_penalty.
   """
   checks.positive_int(beam_size, "beam_size")
-  constraints = Constraints(exact_lens, forced_tokens, banned_tokens)
+  constraints = Constraints(exact_lens, forced_tokens, banned_tokens, tied_positions,
+                            distinct_positions)
   _check_common(step_fn, init_state, bos_id, eos_id, max_len, constraints)
   if checks.is_concrete(length_penalty) and not np.all(np.isfinite(length_penalty)):
     raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")

@@ -1,7 +1,8 @@
 """The `couplet` command (`predict couplet`): lower lines for upper lines from a trained run.
 
     python -m experiments couplet "晚风摇树树还挺" [--workdir runs/couplet-lstm] [--num-results 3]
-        [--beam-size 10] [--free] [--force-punct] [--no-copy] [--heatmap attention.png]
+        [--beam-size 10] [--free] [--force-punct] [--no-copy] [--keep-pattern]
+        [--heatmap attention.png]
 
 For each upper line it prints the best lower line, one line per upper line in order (so a file of
 upper lines becomes a file of lower lines); with --num-results N the N best lines of the beam, one
@@ -9,8 +10,10 @@ per line as "rank<TAB>line<TAB>log-probability" (the beam is widened to N if it 
 blank line between the upper lines. By default every lower line has exactly as many characters as
 its upper line (the length constraint of zoo.search); --free lets the model end the line where it
 likes. --force-punct puts the upper line's punctuation marks at their positions and no mark
-elsewhere; --no-copy forbids the upper line's character at the same position (zoo.search's forced
-and banned tokens, built by experiments.couplet.form); both combine with --free. --heatmap saves
+elsewhere; --no-copy forbids the upper line's character at the same position; --keep-pattern
+repeats characters exactly where the upper line does (风风雨雨 answered by 年年岁岁) and nowhere
+else (zoo.search's forced, banned, tied and distinct positions, built by experiments.couplet.form);
+all combine with --free. --heatmap saves
 the attention of the best line over the upper line (numbered -1, -2 ... for several upper lines).
 Unknown characters and saved files are noted on standard error.
 """
@@ -36,12 +39,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "positions, none elsewhere")
   parser.add_argument("--no-copy", action="store_true",
                       help="never repeat the upper line's character at the same position")
+  parser.add_argument("--keep-pattern", action="store_true",
+                      help="repeat characters exactly where the upper line repeats them, and "
+                           "nowhere else")
 
 
 def form_options(args: argparse.Namespace) -> FormOptions:
   """The decoding constraints the flags ask for."""
   return FormOptions(exact_length=not args.free, force_punct=args.force_punct,
-                     no_copy=args.no_copy)
+                     no_copy=args.no_copy, keep_pattern=args.keep_pattern)
 
 
 def predict(args: argparse.Namespace, console: Console) -> int:

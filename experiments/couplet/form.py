@@ -16,12 +16,15 @@ one, since the true characters are not known).
   copies        same_position_copies(lower, upper) = #{i: lower[i] == upper[i], content}: a lower
                 line should answer each character, not repeat it.
 
-Decoding keeps the form through zoo.search's per-position constraints (`decoding_constraints`):
-force_punct forces each punctuation mark of the upper line at its position and bans every
-punctuation id of the vocabulary at the other positions; no_copy bans, at each position, the upper
-line's content character there. With the length constraint as well (FormOptions' default), every
-lower line keeps the punctuation and copies nothing; without it, a line may still end before a
-mark of the upper line.
+Decoding keeps the form through zoo.search's per-position constraints (`decoding_constraints`,
+`pattern_constraints`): force_punct forces each punctuation mark of the upper line at its position
+and bans every punctuation id of the vocabulary at the other positions; no_copy bans, at each
+position, the upper line's content character there; keep_pattern ties each repeated character's
+position to its first occurrence in the upper line and makes every other non-punctuation position
+differ from the earlier ones (zoo.search's tied and distinct positions). With the length constraint
+as well (FormOptions' default), every lower line keeps the punctuation and copies nothing, and with
+force_punct and keep_pattern it repeats characters exactly where the upper line does; without the
+length constraint, a line may still end before a mark of the upper line.
 """
 
 from __future__ import annotations
@@ -114,6 +117,31 @@ def decoding_constraints(upper: Tokens, upper_ids: Sequence[int], punct_ids: np.
   return forced, np.concatenate([copies, other_marks], axis=1).astype(np.int32)
 
 
+def pattern_constraints(upper: Tokens) -> tuple[np.ndarray, np.ndarray]:
+  """zoo.search's tied and distinct positions that give the lower line the upper line's
+  repetition pattern (风风雨雨 -> 年年岁岁; no repeat where the upper line has none).
+
+  A content position whose character occurred earlier in the upper line is tied to its first
+  occurrence; every position that is not punctuation (unknown characters included: they equal
+  nothing) is distinct, so the lower line repeats a character nowhere else. With punctuation
+  forced as well (force_punct), repeat_pairs(lower) == repeat_pairs(upper) for every output.
+
+  Args:
+    upper: the upper line's tokens as the model reads them (L of them).
+
+  Returns:
+    tied int32 (L,) (-1 = free) and distinct bool (L,).
+  """
+  first: dict[str, int] = {}
+  tied = np.full(len(upper), -1, np.int32)
+  for i, token in enumerate(upper):
+    if is_content(token):
+      tied[i] = first.setdefault(token, i)
+  tied[tied == np.arange(len(upper))] = -1  # a first occurrence is free
+  distinct = np.array([not is_punct(token) for token in upper], bool)
+  return tied, distinct
+
+
 @dataclasses.dataclass(frozen=True)
 class FormOptions:
   """Which parts of the form decoding enforces (the couplet command's and report's flags).
@@ -122,15 +150,19 @@ class FormOptions:
     exact_length: every lower line exactly as long as its upper line (zoo.search exact_lens).
     force_punct: the upper line's punctuation at its positions, none elsewhere.
     no_copy: no content character of the upper line at the same position.
+    keep_pattern: characters repeated exactly where the upper line repeats them
+      (`pattern_constraints`).
   """
   exact_length: bool = True
   force_punct: bool = False
   no_copy: bool = False
+  keep_pattern: bool = False
 
   @property
   def name(self) -> str:
     """'free' when nothing is enforced, else the enforced parts joined by '+' in this order:
-    'length', 'punct', 'nocopy' (e.g. 'length+punct+nocopy')."""
+    'length', 'punct', 'nocopy', 'pattern' (e.g. 'length+punct+nocopy+pattern')."""
     parts = [part for part, on in (("length", self.exact_length), ("punct", self.force_punct),
-                                   ("nocopy", self.no_copy)) if on]
+                                   ("nocopy", self.no_copy), ("pattern", self.keep_pattern))
+             if on]
     return "+".join(parts) or "free"

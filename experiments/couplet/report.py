@@ -1,15 +1,17 @@
 """Scores a trained couplet run on whole splits, for docs/RESULTS.md.
 
     python -m experiments.couplet.report --workdir runs/couplet-lstm_cpu [--splits dev test]
-        [--checkpoint best] [--limit N] [--force-punct] [--no-copy] [--out report.json]
+        [--checkpoint best] [--limit N] [--force-punct] [--no-copy] [--keep-pattern]
+        [--out report.json]
 
 For each split: perplexity (exp of the mean NLL per target token, eos included) and, for beam
 search (the run's beam size) under each decoding form, the scores of experiments.couplet.metrics
 (character BLEU, BLEU-1, BLEU-2, exact-length rate and the form rates) over every couplet of the
 split (or the first --limit), with the decoding time. The forms, keyed by form.FormOptions.name:
-'free' (no constraint), 'length' (exact length), and with --force-punct 'length+punct', with
---no-copy 'length+nocopy', with both also 'length+punct+nocopy', so each constraint's effect
-shows on its own. Under 'reference': the reference lines' own form rates (ref_*: how often human
+'free' (no constraint), 'length' (exact length), then each flagged constraint with the length
+alone ('length+punct' for --force-punct, 'length+nocopy' for --no-copy, 'length+pattern' for
+--keep-pattern) and, with two flags or more, all of them together ('length+punct+nocopy+pattern'
+with the three), so each constraint's effect shows on its own. Under 'reference': the reference lines' own form rates (ref_*: how often human
 lower lines break each rule), the level to compare the models' with. Then the samples of
 `CoupletTask.samples`. Writes the JSON to --out (default <workdir>/report.json) and prints it.
 """
@@ -32,15 +34,14 @@ from experiments.couplet.form import FormOptions
 from experiments.couplet.task import CoupletTask
 
 
-def report_forms(force_punct: bool = False, no_copy: bool = False) -> list[FormOptions]:
+def report_forms(force_punct: bool = False, no_copy: bool = False,
+                 keep_pattern: bool = False) -> list[FormOptions]:
   """The decoding forms the report scores (see the module docstring), in report order."""
+  flags = {"force_punct": force_punct, "no_copy": no_copy, "keep_pattern": keep_pattern}
   forms = [FormOptions(exact_length=False), FormOptions()]
-  if force_punct:
-    forms.append(FormOptions(force_punct=True))
-  if no_copy:
-    forms.append(FormOptions(no_copy=True))
-  if force_punct and no_copy:
-    forms.append(FormOptions(force_punct=True, no_copy=True))
+  forms += [FormOptions(**{name: True}) for name, on in flags.items() if on]
+  if sum(flags.values()) >= 2:
+    forms.append(FormOptions(**flags))
   return forms
 
 
@@ -75,9 +76,12 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--data-dir", help="where the run's data lives, if moved")
   parser.add_argument("--force-punct", action="store_true",
                       help="also score decoding that keeps the upper line's punctuation "
-                           "('length+punct', and 'length+punct+nocopy' with --no-copy)")
+                           "('length+punct')")
   parser.add_argument("--no-copy", action="store_true",
                       help="also score decoding without same-position copies ('length+nocopy')")
+  parser.add_argument("--keep-pattern", action="store_true",
+                      help="also score decoding that keeps the upper line's repetition pattern "
+                           "('length+pattern')")
   parser.add_argument("--out", help="the JSON file to write (default <workdir>/report.json)")
   args = parser.parse_args(argv)
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
@@ -86,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "checkpoint": args.checkpoint, "step": run.step,
             "beam_size": task.config.data.beam_size, "limit": args.limit,
             "splits": score_run(task, params, args.splits, args.limit,
-                                report_forms(args.force_punct, args.no_copy)),
+                                report_forms(args.force_punct, args.no_copy,
+                                             args.keep_pattern)),
             "samples": task.samples(params)}
   text = json.dumps(report, ensure_ascii=False, indent=2)
   with open(args.out or os.path.join(args.workdir, "report.json"), "w", encoding="utf-8") as f:

@@ -13,9 +13,9 @@ Evaluation, after the engine's teacher-forced metrics and Seq2SeqTask's perplexi
                         couplets of the split (by index), with `decoded` their number;
   *_free                the same without the constraint (eos may come anywhere);
   ref_*                 the form rates of the reference lines of those couplets.
-Decoding can also keep the upper line's punctuation and forbid same-position copies
-(form.FormOptions, zoo.search forced_tokens / banned_tokens): the couplet command and report.py
-take them as flags.
+Decoding can also keep the upper line's punctuation, forbid same-position copies and keep its
+repetition pattern (form.FormOptions; zoo.search forced_tokens / banned_tokens / tied_positions /
+distinct_positions): the couplet command, report.py and table.py take them as flags.
 """
 
 from __future__ import annotations
@@ -138,18 +138,25 @@ class CoupletTask(Seq2SeqTask):
 
     options.exact_length: every hypothesis has exactly as many characters as its upper line, else
     it ends wherever the model puts eos (at most max_len tokens, eos included); force_punct and
-    no_copy: the constraints of form.decoding_constraints.
+    no_copy: the constraints of form.decoding_constraints; keep_pattern: those of
+    form.pattern_constraints.
     """
     d = self.config.data
-    forced = banned = None
+    forced = banned = tied = distinct = None
+    uppers = [self.vocab.decode(ids) for ids in sources]
     if options.force_punct or options.no_copy:
-      pairs = [form.decoding_constraints(self.vocab.decode(ids), ids, self.punct_ids,
+      pairs = [form.decoding_constraints(upper, ids, self.punct_ids,
                                          force_punct=options.force_punct,
-                                         no_copy=options.no_copy) for ids in sources]
+                                         no_copy=options.no_copy)
+               for upper, ids in zip(uppers, sources)]
       forced, banned = [f for f, _ in pairs], [b for _, b in pairs]
+    if options.keep_pattern:
+      pairs = [form.pattern_constraints(upper) for upper in uppers]
+      tied, distinct = [t for t, _ in pairs], [flags for _, flags in pairs]
     return self.decode(params, sources, beam_size=beam_size or d.beam_size,
                        length_penalty=d.length_penalty, exact_length=options.exact_length,
-                       forced_tokens=forced, banned_tokens=banned, progress=progress)
+                       forced_tokens=forced, banned_tokens=banned, tied_positions=tied,
+                       distinct_positions=distinct, progress=progress)
 
   def decode_split(self, params, split: str, limit: int | None, *,
                    options: FormOptions = FormOptions()) -> list[Decoded]:

@@ -82,7 +82,8 @@ class SearchDecoder:
   def __call__(self, params: Any, src: np.ndarray, src_len: np.ndarray, *, max_len: int,
                beam_size: int = 1, length_penalty: float = 0.0,
                exact_lens: np.ndarray | None = None, forced_tokens: np.ndarray | None = None,
-               banned_tokens: np.ndarray | None = None) -> Hypotheses:
+               banned_tokens: np.ndarray | None = None, tied_positions: np.ndarray | None = None,
+               distinct_positions: np.ndarray | None = None) -> Hypotheses:
     """Decodes a batch of sources.
 
     Args:
@@ -96,8 +97,12 @@ class SearchDecoder:
         before eos (zoo.search's length constraint).
       forced_tokens: None, or int (B, max_len): the id row b takes at position t, -1 = free.
       banned_tokens: None, or int (B, max_len) or (B, max_len, K): ids row b may not take at
-        position t, -1 = none (zoo.search_constraints: forced wins over bans, the length over
-        both).
+        position t, -1 = none.
+      tied_positions: None, or int (B, max_len): the earlier position whose token row b repeats
+        at position t, -1 = free.
+      distinct_positions: None, or bool (B, max_len): positions whose tokens differ from those
+        taken at earlier marked positions (zoo.search_constraints: forced wins over ties, ties
+        over bans, the length over everything).
 
     Returns:
       Hypotheses with W = beam_size.
@@ -111,7 +116,10 @@ class SearchDecoder:
       self._compiled[key] = self._search_fn(beam_size, max_len)
     constraints = {name: None if value is None else np.asarray(value, np.int32)
                    for name, value in (("exact_lens", exact_lens), ("forced_tokens", forced_tokens),
-                                       ("banned_tokens", banned_tokens))}
+                                       ("banned_tokens", banned_tokens),
+                                       ("tied_positions", tied_positions))}
+    constraints["distinct_positions"] = (None if distinct_positions is None
+                                         else np.asarray(distinct_positions, bool))
     tokens, lengths, scores = self._compiled[key](
         params, np.asarray(src, np.int32), np.asarray(src_len, np.int32), constraints,
         np.float32(length_penalty))

@@ -157,6 +157,8 @@ class Seq2SeqTask(Task):
              length_penalty: float = 0.0, exact_length: bool = False,
              forced_tokens: Sequence[np.ndarray] | None = None,
              banned_tokens: Sequence[np.ndarray] | None = None,
+             tied_positions: Sequence[np.ndarray] | None = None,
+             distinct_positions: Sequence[np.ndarray] | None = None,
              progress: bool = False) -> list[Decoded]:
     """Greedy (beam_size 1) or beam search for id sequences, in length-sorted batches.
 
@@ -170,8 +172,13 @@ class Seq2SeqTask(Task):
       forced_tokens: None, or per source an int array (L,), L <= max_target_len: the target id
         forced at each of its first L positions, -1 = free (zoo.search's forced_tokens).
       banned_tokens: None, or per source an int array (L,) or (L, K): target ids forbidden at each
-        of its first L positions, -1 = none. A forced id wins over a ban, the length over both.
-        The task's `suppressed_ids` are banned at every position besides.
+        of its first L positions, -1 = none. The task's `suppressed_ids` are banned at every
+        position besides.
+      tied_positions: None, or per source an int array (L,): the earlier position whose token
+        each hypothesis repeats at each of its first L positions, -1 = free.
+      distinct_positions: None, or per source a bool array (L,): positions whose tokens differ
+        from those taken at earlier marked positions. A forced id wins over a tie, a tie over the
+        bans, the length over everything (zoo.search_constraints).
       progress: show a progress bar over the batches on standard error (commands set it; the
         evaluation during training does not).
 
@@ -182,29 +189,35 @@ class Seq2SeqTask(Task):
     Raises:
       ValueError: for constraints that are not one array per source, or have the wrong shape.
     """
-    for name, per_source in (("forced_tokens", forced_tokens), ("banned_tokens", banned_tokens)):
+    per_position = {"forced_tokens": forced_tokens, "banned_tokens": banned_tokens,
+                    "tied_positions": tied_positions, "distinct_positions": distinct_positions}
+    for name, per_source in per_position.items():
       if per_source is not None and len(per_source) != len(sources):
         raise ValueError(f"{name}: expected one array per source ({len(sources)} sources), got "
                          f"{len(per_source)}")
     if self.suppressed_ids:
-      banned_tokens = self._with_suppressed(banned_tokens, len(sources))
+      per_position["banned_tokens"] = self._with_suppressed(banned_tokens, len(sources))
+    if distinct_positions is not None:  # stacked as int, -1 (no) where a source ends
+      per_position["distinct_positions"] = [np.asarray(d, bool).astype(np.int32)
+                                            for d in distinct_positions]
     batches = decoding.source_batches(sources, self.source_boundaries, self.decode_batch_size)
     total = -(-len(sources) // self.decode_batch_size)
     batches = tqdm.tqdm(batches, total=total, disable=not progress or total < 2, leave=False,
                         unit="batch", desc="decoding", file=sys.stderr)
 
-    forced_shape = decoding.constraint_shape(forced_tokens, self.max_target_len)
-    banned_shape = decoding.constraint_shape(banned_tokens, self.max_target_len)
+    shapes = {name: decoding.constraint_shape(per_source, self.max_target_len)
+              for name, per_source in per_position.items()}
 
     def decode_batch(batch):
       src_len = np.asarray(batch["src_len"], np.int32)
+      stacked = {name: decoding.batch_constraints(per_source, batch, shapes[name], name)
+                 for name, per_source in per_position.items()}
+      if stacked["distinct_positions"] is not None:
+        stacked["distinct_positions"] = stacked["distinct_positions"] > 0
       return self.decoder(
           params, batch["src"], src_len, max_len=self.max_target_len, beam_size=beam_size,
           length_penalty=length_penalty, exact_lens=src_len - 1 if exact_length else None,
-          forced_tokens=decoding.batch_constraints(forced_tokens, batch, forced_shape,
-                                                   "forced_tokens"),
-          banned_tokens=decoding.batch_constraints(banned_tokens, batch, banned_shape,
-                                                   "banned_tokens"))
+          **stacked)
 
     found = decoding.decode_batches(decode_batch, batches)
     return [found[i] for i in range(len(sources))]

@@ -20,6 +20,7 @@ from experiments.cli import main
 from experiments.couplet import form
 from experiments.couplet import metrics
 from experiments.couplet import report
+from experiments.couplet import table
 from experiments.couplet import task as task_lib
 from experiments.couplet.form import FormOptions
 from experiments.seq2seq import decoding
@@ -163,12 +164,14 @@ def test_couplet_command_prints_beams_of_the_upper_lines_length(workdir, capsys,
 FORM_UPPERS = ["精进修行，为人师表", "店虽小，酱醋油盐犹", "一碧无垠，吴楚青苍", "春，风"]
 
 
-def _assert_form_kept(uppers, lines):
+def _assert_form_kept(uppers, lines, pattern=False):
   for upper, line in zip(uppers, lines):
     upper, line = list(upper), list(line)
     assert len(line) == len(upper), (upper, line)
     assert form.punct_matches(line, upper), (upper, line)
     assert form.same_position_copies(line, upper) == 0, (upper, line)
+    if pattern:
+      assert form.repeat_pattern_matches(line, upper), (upper, line)
 
 
 def test_form_constraints_hold_for_a_model_that_breaks_the_form(workdir):
@@ -191,6 +194,27 @@ def test_form_constraints_hold_for_a_model_that_breaks_the_form(workdir):
   assert kept[0].lines[0][4] == "，" and kept[0].lines[0][6] != "人"
   assert kept[0].lines[0].count("人") == 7 and kept[1].lines[0].count("人") == 8
   # Forced and banned ids only restrict the choice: the scores stay the model's log-probabilities.
+  assert all(np.isfinite(g.scores).all() for g in kept)
+
+
+def test_pattern_constraint_repeats_exactly_where_the_upper_line_does(workdir):
+  run = runs.load_run(workdir, "best", None)
+  task = run.task
+  params = jax.tree.map(np.array, run.params)
+  output = params["output"] if "output" in params else params["decoder"]["output"]
+  output["bias"][task.vocab.token_to_id("人")] += 60.0  # every line all 人 with the length alone
+  uppers = FORM_UPPERS + ["正正反反，反正"]  # 正 at 0, 1, 6 and 反 at 2, 3, 5
+  assert all(task.vocab.token_to_id(c) != task.vocab.token_to_id("<unk>") for c in "正反")
+  assert all(not form.repeat_pairs(list(u)) for u in FORM_UPPERS)
+  everything = FormOptions(force_punct=True, no_copy=True, keep_pattern=True)
+  kept = task.generate(params, uppers, options=everything, num_results=2)
+  for rank in range(2):
+    _assert_form_kept(uppers, [g.lines[rank] for g in kept], pattern=True)
+  line = kept[-1].lines[0]
+  assert line[0] == line[1] == line[6] and line[2] == line[3] == line[5] and line[0] != line[2]
+  # Without it the biased model repeats 人 all over the lines (punctuation and copies kept).
+  loose = task.generate(params, uppers, options=FormOptions(force_punct=True, no_copy=True))
+  assert all(form.has_unwanted_repeat(list(g.lines[0]), list(u)) for g, u in zip(loose, uppers))
   assert all(np.isfinite(g.scores).all() for g in kept)
 
 
@@ -221,17 +245,72 @@ def test_couplet_command_keeps_the_form_with_its_flags(workdir, capsys):
 def test_report_scores_each_form_and_the_references(workdir, tmp_path, capsys):
   out = str(tmp_path / "report.json")
   assert report.main(["--workdir", workdir, "--splits", "dev", "--limit", "7", "--force-punct",
-                      "--no-copy", "--out", out]) == 0
+                      "--no-copy", "--keep-pattern", "--out", out]) == 0
   capsys.readouterr()
   with open(out, encoding="utf-8") as f:
     dev = json.load(f)["splits"]["dev"]
-  forms = ["free", "length", "length+punct", "length+nocopy", "length+punct+nocopy"]
+  forms = ["free", "length", "length+punct", "length+nocopy", "length+pattern",
+           "length+punct+nocopy+pattern"]
   assert list(dev) == ["perplexity", "perplexity_s", *forms, "reference"]
   for name in forms:
     assert set(dev[name]) == {*metrics.CoupletScores.names(), "count", "decode_s"}
     assert dev[name]["count"] == 7
   assert dev["length"]["exact_length"] == 1.0
-  kept = dev["length+punct+nocopy"]
+  kept = dev["length+punct+nocopy+pattern"]
   assert (kept["exact_length"], kept["punct_match_rate"], kept["copy_rate"]) == (1.0, 1.0, 0.0)
+  assert (kept["unwanted_repeat_rate"], kept["repeat_pattern_rate"]) == (0.0, 1.0)
   assert dev["length+punct"]["punct_match_rate"] == 1.0 and dev["length+nocopy"]["copy_rate"] == 0
   assert set(dev["reference"]) == {*metrics.REFERENCE_NAMES, "count"}
+
+
+# ---- the side-by-side table of random couplets
+
+
+def test_pick_indices_draws_distinct_sorted_positions_reproducibly():
+  drawn = table.pick_indices(17, 5, seed=3)
+  assert drawn == sorted(np.random.default_rng(3).choice(17, 5, replace=False).tolist())
+  assert len(set(drawn)) == 5 and all(0 <= i < 17 for i in drawn)
+  assert table.pick_indices(17, 5, seed=3) == drawn and table.pick_indices(17, 5, seed=4) != drawn
+  assert table.pick_indices(4, 4, seed=0) == [0, 1, 2, 3]
+  for count in (0, 18):
+    with pytest.raises(ValueError, match=f"cannot draw {count} couplets from a split of 17"):
+      table.pick_indices(17, count, seed=0)
+
+
+def test_markdown_table_rows_and_escaping():
+  text = table.markdown_table(["春风", "a|b"], ["秋月", "c"], {"lstm": ["夏雨", "d"],
+                                                              "tf": ["冬雪", "e|f"]})
+  assert text == ("| # | upper line | reference | lstm | tf |\n"
+                  "|---:|---|---|---|---|\n"
+                  "| 1 | 春风 | 秋月 | 夏雨 | 冬雪 |\n"
+                  "| 2 | a\\|b | c | d | e\\|f |\n")
+  with pytest.raises(ValueError, match="column 'tf' has 1 lines for 2 upper lines"):
+    table.markdown_table(["春风", "a"], ["秋月", "c"], {"tf": ["冬雪"]})
+
+
+def test_table_command_lines_up_runs_on_the_same_couplets(workdir, tmp_path, capsys):
+  out = tmp_path / "table.md"
+  assert table.main(["--workdirs", workdir, workdir, "--count", "6", "--seed", "1", "--split",
+                     "dev", "--force-punct", "--no-copy", "--keep-pattern", "--out", str(out)]) == 0
+  captured = capsys.readouterr()
+  assert out.read_text(encoding="utf-8").rstrip("\n") == captured.out.rstrip("\n")
+  assert "decoding: length+punct+nocopy+pattern" in captured.err
+  lines = captured.out.strip().splitlines()
+  name = os.path.normpath(workdir)  # the same run twice: columns named by directory, numbered
+  assert lines[0] == f"| # | upper line | reference | {name} (1) | {name} (2) |"
+  run = runs.load_run(workdir)
+  picked = table.pick_indices(len(run.task.data.sources("dev")), 6, seed=1)
+  rows = [line.strip("| ").split(" | ") for line in lines[2:]]
+  assert [row[0] for row in rows] == ["1", "2", "3", "4", "5", "6"]
+  assert [row[1] for row in rows] == [run.task.data.sources("dev")[i] for i in picked]
+  assert [row[2] for row in rows] == [run.task.data.references("dev")[i] for i in picked]
+  for row in rows:
+    assert row[3] == row[4]  # one run, one deterministic beam search
+  _assert_form_kept([row[1] for row in rows], [row[3] for row in rows], pattern=True)
+
+
+def test_table_command_refuses_a_count_larger_than_the_split(workdir, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    table.main(["--workdirs", workdir, "--count", "100000", "--split", "dev"])
+  assert exit_info.value.code == 2
+  assert "--count 100000: cannot draw 100000 couplets from a split of" in capsys.readouterr().err

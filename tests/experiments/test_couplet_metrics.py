@@ -80,6 +80,20 @@ def test_form_rules_on_single_lines():
   assert FormOptions().name == "length"
   assert FormOptions(False, True, True).name == "punct+nocopy"
   assert FormOptions(force_punct=True, no_copy=True).name == "length+punct+nocopy"
+  assert FormOptions(keep_pattern=True, no_copy=True).name == "length+nocopy+pattern"
+
+
+def test_pattern_constraints_tie_repeats_to_their_first_occurrence():
+  tied, distinct = form.pattern_constraints(list("游珊瑚岛，岛岛金枝玉叶"))
+  np.testing.assert_array_equal(tied, [-1, -1, -1, -1, -1, 3, 3, -1, -1, -1, -1])
+  np.testing.assert_array_equal(distinct, [1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1])
+  assert tied.dtype == np.int32 and distinct.dtype == bool
+  tied, distinct = form.pattern_constraints(list("正正反反，反反正正，反正一样"))
+  np.testing.assert_array_equal(tied, [-1, 0, -1, 2, -1, 2, 2, 0, 0, -1, 2, 0, -1, -1])
+  # Unknown characters equal nothing: never tied, but distinct from the rest like any character.
+  tied, distinct = form.pattern_constraints(["<unk>", "<unk>", "春", "，", "春"])
+  np.testing.assert_array_equal(tied, [-1, -1, -1, -1, 2])
+  np.testing.assert_array_equal(distinct, [1, 1, 1, 0, 1])
 
 
 # Five couplets of the shipped sample (upper, reference) with 9, 11, 13, 14 and 15 characters, and

@@ -90,45 +90,59 @@ def _optional(x):
   return None if x is None else jnp.asarray(x)
 
 
-def run_greedy(step, state, max_len, exact_lens=None, forced=None, banned=None):
-  """zoo.greedy_search in an outer jit; forced / banned are its forced_tokens / banned_tokens."""
+def run_greedy(step, state, max_len, exact_lens=None, forced=None, banned=None, tied=None,
+               distinct=None):
+  """zoo.greedy_search in an outer jit; forced / banned / tied / distinct are its forced_tokens /
+  banned_tokens / tied_positions / distinct_positions."""
   run = compiled(zoo.greedy_search, step, bos_id=BOS, eos_id=EOS, max_len=max_len)
   return jax.device_get(run(state, _optional(exact_lens), forced_tokens=_optional(forced),
-                            banned_tokens=_optional(banned)))
+                            banned_tokens=_optional(banned), tied_positions=_optional(tied),
+                            distinct_positions=_optional(distinct)))
 
 
-def run_beam(step, state, width, max_len, alpha=0.0, exact_lens=None, forced=None, banned=None):
+def run_beam(step, state, width, max_len, alpha=0.0, exact_lens=None, forced=None, banned=None,
+             tied=None, distinct=None):
   """zoo.beam_search in an outer jit (length_penalty traced)."""
   run = compiled(zoo.beam_search, step, beam_size=width, bos_id=BOS, eos_id=EOS,
                  max_len=max_len)
   return jax.device_get(run(state, _optional(exact_lens), length_penalty=alpha,
-                            forced_tokens=_optional(forced), banned_tokens=_optional(banned)))
+                            forced_tokens=_optional(forced), banned_tokens=_optional(banned),
+                            tied_positions=_optional(tied),
+                            distinct_positions=_optional(distinct)))
 
 
 def allowed(position: int, exact_len: int | None = None, forced: Sequence[int] | None = None,
-            banned: Sequence | None = None) -> set[int]:
-  """The ids one row may take at `position`, straight from zoo.search_constraints' table.
+            banned: Sequence | None = None, tied: Sequence[int] | None = None,
+            distinct: Sequence[bool] | None = None, prefix: Sequence[int] = ()) -> set[int]:
+  """The ids one hypothesis may take at `position` after `prefix` (its tokens so far), straight
+  from zoo.search_constraints' table.
 
   forced: the row's forced id per position (-1 free); banned: per position an id or a sequence of
-  ids (-1 none).
+  ids (-1 none); tied: per position the earlier position to repeat (-1 free); distinct: per
+  position whether it must differ from the earlier distinct positions' tokens.
   """
   if exact_len is not None and position >= exact_len:
     return {EOS}
   if forced is not None and forced[position] >= 0:
     ok = {int(forced[position])} & set(range(V))
+  elif tied is not None and 0 <= tied[position] < position:
+    ok = {int(prefix[tied[position]])}
   else:
     ok = set(range(V))
     if banned is not None:
       ok -= set(np.ravel(banned[position]).tolist())
+    if distinct is not None and distinct[position]:
+      ok -= {int(prefix[s]) for s in range(position) if distinct[s]}
   if exact_len is not None:
     ok.discard(EOS)
   return ok
 
 
-def constrained(log_probs, position, exact_len=None, forced=None, banned=None):
-  """log_probs (V,) with the ids not `allowed` at `position` set to -inf."""
+def constrained(log_probs, position, *rule, prefix=()):
+  """log_probs (V,) with the ids not `allowed` at `position` after `prefix` set to -inf; rule:
+  allowed's exact_len, forced, banned, tied, distinct."""
   out = np.full_like(log_probs, -np.inf)
-  ok = sorted(allowed(position, exact_len, forced, banned))
+  ok = sorted(allowed(position, *rule, prefix=prefix))
   out[ok] = log_probs[ok]
   return out
 
@@ -137,26 +151,32 @@ def penalty(length, alpha):
   return ((5.0 + length) / 6.0) ** alpha
 
 
-def enumerate_hypotheses(log_probs_fn, max_len, exact_len=None, forced=None, banned=None):
+def enumerate_hypotheses(log_probs_fn, max_len, *rule):
   """Every hypothesis the constraints allow as (tokens before eos, log-probability); eos adds its
-  log-probability."""
+  log-probability. rule: allowed's exact_len, forced, banned, tied, distinct."""
   out = []
-  for length in range(max_len + 1):
-    if length < max_len and EOS not in allowed(length, exact_len, forced, banned):
-      continue
-    choices = [sorted(allowed(i, exact_len, forced, banned) - {EOS}) for i in range(length)]
-    for seq in itertools.product(*choices):
-      total = sum(log_probs_fn(seq[:i])[seq[i]] for i in range(length))
-      if length < max_len:
-        total += log_probs_fn(seq)[EOS]
+
+  def extend(seq, total):
+    t = len(seq)
+    if t == max_len:
       out.append((seq, total))
+      return
+    ok = allowed(t, *rule, prefix=seq)
+    log_probs = log_probs_fn(seq)
+    if EOS in ok:
+      out.append((seq, total + log_probs[EOS]))
+    for v in sorted(ok - {EOS}):
+      extend(seq + (v,), total + log_probs[v])
+
+  extend((), 0.0)
   return out
 
 
-def greedy_reference(log_probs_fn, max_len, exact_len=None, forced=None, banned=None):
+def greedy_reference(log_probs_fn, max_len, *rule):
+  """rule: allowed's exact_len, forced, banned, tied, distinct."""
   seq, total = (), 0.0
   for t in range(max_len):
-    log_probs = constrained(log_probs_fn(seq), t, exact_len, forced, banned)
+    log_probs = constrained(log_probs_fn(seq), t, *rule, prefix=seq)
     token = int(np.argmax(log_probs))
     total += log_probs[token]
     if token == EOS:
@@ -165,9 +185,9 @@ def greedy_reference(log_probs_fn, max_len, exact_len=None, forced=None, banned=
   return seq, total
 
 
-def beam_reference(log_probs_fn, width, max_len, alpha, exact_len=None, forced=None,
-                   banned=None):
-  """The documented algorithm, one hypothesis at a time, without early stopping.
+def beam_reference(log_probs_fn, width, max_len, alpha, *rule):
+  """The documented algorithm, one hypothesis at a time, without early stopping; rule: allowed's
+  exact_len, forced, banned, tied, distinct.
 
   Returns [(penalized score, tokens before eos)], best first (fewer than `width` when fewer
   hypotheses exist).
@@ -176,7 +196,7 @@ def beam_reference(log_probs_fn, width, max_len, alpha, exact_len=None, forced=N
   for t in range(max_len):
     candidates = []
     for seq, total in alive:
-      log_probs = constrained(log_probs_fn(seq), t, exact_len, forced, banned)
+      log_probs = constrained(log_probs_fn(seq), t, *rule, prefix=seq)
       candidates += [(total + log_probs[v], seq, v) for v in range(V) if log_probs[v] > -np.inf]
     candidates.sort(key=lambda c: -c[0])
     for total, seq, v in candidates[:width]:

@@ -1,5 +1,6 @@
-"""zoo.search's constraints: forced and banned tokens per position, with exact lengths and the
-length penalty, in greedy and beam search (zoo.search_constraints has the rules)."""
+"""zoo.search's constraints: forced and banned tokens, tied and distinct positions, with exact
+lengths and the length penalty, in greedy and beam search (zoo.search_constraints has the
+rules)."""
 
 import jax
 import jax.numpy as jnp
@@ -225,6 +226,100 @@ def test_constraints_are_traced_arguments_of_a_jitted_search():
   assert np.all(greedy.scores[1:] == -np.inf) and np.all(beams.scores[1:] == -np.inf)
 
 
+def test_allowed_tokens_read_each_hypothesis_prefix_for_ties_and_distinct_positions():
+  # B = 2 rows, W = 2 hypotheses each, T = 5 positions, V = 7 ids, eos = 3.
+  vocab, eos, max_len = 7, 3, 5
+  tied = np.array([[-1, -1, 0, -1, -1], [-1, 0, -1, -1, 4]], np.int32)  # [1, 4]: not earlier
+  distinct = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 0, 1]], bool)
+  forced = np.full((2, max_len), -1, np.int32)
+  forced[1, 1] = 4  # forced over the tie to position 0
+  banned = np.full((2, max_len), -1, np.int32)
+  banned[1, 2] = 0
+  prefix = jnp.asarray([[[5, 6, 5, 0, 0], [1, 2, 1, 0, 0]],
+                        [[2, 4, 5, 6, 0], [6, 4, 1, 2, 0]]], jnp.int32)  # (B, W, T)
+  everything = set(range(vocab))
+  expected = {
+      (0, 1, 0): everything - {5}, (0, 1, 1): everything - {1},  # distinct from position 0
+      (0, 2, 0): {5}, (0, 2, 1): {1},  # tied to position 0
+      (0, 3, 0): everything - {5, 6}, (0, 3, 1): everything - {1, 2},  # distinct from 0..2
+      (1, 1, 0): {4}, (1, 1, 1): {4},  # forced over the tie
+      (1, 2, 0): everything - {2, 4, 0}, (1, 2, 1): everything - {6, 4, 0},  # and the ban
+      (1, 4, 0): everything - {2, 4, 5}, (1, 4, 1): everything - {6, 4, 1},  # 3 not distinct
+  }
+  prepared = search_constraints.prepare(Constraints(None, forced, banned, tied, distinct))
+  assert prepared.reads_prefix and not Constraints(None, forced, banned).reads_prefix
+  for t in range(max_len):
+    got = np.asarray(search_constraints.allowed_tokens(prepared, jnp.int32(t), vocab, eos,
+                                                       prefix))
+    assert got.shape == (2, 2, vocab)
+    for b in range(2):
+      for w in range(2):
+        want = expected.get((b, t, w), everything)
+        assert set(np.flatnonzero(got[b, w]).tolist()) == want, (b, t, w)
+  # The length overrides the tie (row 0 ends at 2) and removes eos before the end.
+  exact = search_constraints.prepare(Constraints(np.array([2, 5], np.int32), forced, banned,
+                                                 tied, distinct))
+  got = np.asarray(search_constraints.allowed_tokens(exact, jnp.int32(2), vocab, eos, prefix))
+  assert set(np.flatnonzero(got[0, 0]).tolist()) == {eos}
+  assert set(np.flatnonzero(got[1, 0]).tolist()) == everything - {2, 4, 0, eos}
+  with pytest.raises(ValueError, match="need the hypotheses' tokens"):
+    search_constraints.allowed_tokens(prepared, jnp.int32(0), vocab, eos)
+
+
+def _random_pattern(seed, max_len):
+  """tied int32 (B, T) (about a third of the positions tied to a random earlier one) and distinct
+  bool (B, T) (three positions a row, so that a row of V = 5 ids always has a choice)."""
+  rng = np.random.default_rng(seed)
+  tied = np.full((B, max_len), -1, np.int32)
+  for b in range(B):
+    for t in range(1, max_len):
+      if rng.random() < 0.35:
+        tied[b, t] = rng.integers(0, t)
+  distinct = np.zeros((B, max_len), bool)
+  for b in range(B):
+    distinct[b, rng.choice(max_len, 3, replace=False)] = True
+  return tied, distinct
+
+
+@pytest.mark.parametrize("exact_lens", [None, [4, 5, 3]])
+def test_ties_and_distinct_positions_match_the_reference_algorithms(exact_lens):
+  width, alpha, max_len = 3, 0.6, MAX_LEN
+  row_bias = Trigram.row_bias(43, eos_bias=0.5)
+  state = Trigram.init_state(row_bias)
+  forced, banned = _random_constraints(47, max_len, with_eos=exact_lens is None)
+  tied, distinct = _random_pattern(53, max_len)
+  search = dict(exact_lens=exact_lens, forced=forced, banned=banned, tied=tied,
+                distinct=distinct)
+  greedy = run_greedy(MODEL.step, state, max_len, **search)
+  one = run_beam(MODEL.step, state, 1, max_len, **search)
+  beams = run_beam(MODEL.step, state, width, max_len, alpha, **search)
+  for field in range(3):
+    np.testing.assert_array_equal(one[field][:, 0], greedy[field])
+  tied_lines = 0  # lines whose tie picked a token the model did not prefer
+  for b in range(B):
+    rule = (None if exact_lens is None else exact_lens[b], forced[b], banned[b], tied[b],
+            distinct[b])
+    log_probs_fn = MODEL.log_probs_fn(row_bias, b)
+    seq, total = greedy_reference(log_probs_fn, max_len, *rule)
+    assert row_tokens(greedy.tokens[b], greedy.lengths[b]) == seq
+    np.testing.assert_allclose(greedy.scores[b], total, rtol=1e-5)
+    expected = beam_reference(log_probs_fn, width, max_len, alpha, *rule)
+    assert_beams_equal(beams, b, expected)
+    everything = dict(enumerate_hypotheses(log_probs_fn, max_len, *rule))
+    for score, seq in expected:
+      for t, token in enumerate(seq):
+        assert token in allowed(t, *rule, prefix=seq[:t])
+        if 0 <= tied[b, t] < t and forced[b, t] < 0:
+          assert token == seq[tied[b, t]]
+          tied_lines += token != int(np.argmax(log_probs_fn(seq[:t])))
+      marked = [token for t, token in enumerate(seq) if distinct[b, t]
+                and not (0 <= tied[b, t] < t) and forced[b, t] < 0]
+      assert len(set(marked)) == len(marked)
+      np.testing.assert_allclose(everything[seq] / ((5 + len(seq)) / 6) ** alpha, score,
+                                 rtol=1e-12)
+  assert tied_lines >= 1
+
+
 def _forced(*shape, dtype=np.int32, value=-1):
   return np.full(shape, value, dtype)
 
@@ -233,6 +328,13 @@ def _eos_before_the_end():
   forced = _forced(B, 5)
   forced[2, 1] = EOS
   return forced
+
+
+def _tied_to_itself():
+  tied = _forced(B, 5)
+  tied[1, 1] = 0
+  tied[1, 2] = 2
+  return tied
 
 
 def _banned_below_minus_one():
@@ -259,6 +361,19 @@ def _banned_below_minus_one():
     ({"banned_tokens": _banned_below_minus_one()},
      r"banned_tokens: token ids must be >= -1 \(-1 = none\), got -2 \(the first below -1 at "
      r"index \(1, 2, 0\)\)"),
+    ({"tied_positions": _forced(B, 5, dtype=np.float32)}, "tied_positions: expected an integer"),
+    ({"tied_positions": _forced(B, 5, 2)}, "tied_positions: expected an array of rank 2"),
+    ({"tied_positions": _forced(B, 4)},
+     r"tied_positions: expected shape \(B, max_len\) = \(3, 5\), got shape \(3, 4\)"),
+    ({"tied_positions": _forced(B, 5, value=-2)},
+     r"tied_positions: positions must be >= -1 \(-1 = none\), got -2"),
+    ({"tied_positions": _tied_to_itself()},
+     r"tied_positions\[1, 2\] = 2: a position can only repeat an earlier one \(a value in "
+     r"\[0, 2\), or -1\)"),
+    ({"distinct_positions": _forced(B, 5, value=1)},
+     "distinct_positions must be a bool array, got dtype int32"),
+    ({"distinct_positions": _forced(B, 6, dtype=bool, value=True)},
+     r"distinct_positions: expected shape \(B, max_len\) = \(3, 5\), got shape \(3, 6\)"),
     ({"forced_tokens": _eos_before_the_end(), "exact_lens": np.array([1, 2, 4], np.int32)},
      r"forced_tokens forces eos \(id 3\) at position 1 of row 2, before exact_lens\[2\] = 4"),
 ])
