@@ -59,15 +59,22 @@ def merge_json(path: str, results: dict[str, Any]) -> dict[str, Any]:
   """Merges `results` ({'machine': ..., 'suites': {name: ...}}) into the JSON file at `path`.
 
   Suites measured now replace the stored ones of the same name; others stay (so a GPU run split
-  into several calls accumulates). The machine description is the latest one. Returns the merged
-  results.
+  into several calls accumulates). The machine description is the latest one; 'suite_machines'
+  keeps, for every suite, the machine it was measured on (a stored suite without one: the stored
+  file's machine), so that `render` can say which suites come from another machine or day.
+  Returns the merged results.
   """
-  merged = {"machine": results.get("machine"), "settings": results.get("settings"), "suites": {}}
+  merged = {"machine": results.get("machine"), "settings": results.get("settings"), "suites": {},
+            "suite_machines": {}}
   if os.path.exists(path):
     with open(path, encoding="utf-8") as f:
       stored = json.load(f)
     merged["suites"].update(stored.get("suites", {}))
+    merged["suite_machines"].update({name: stored.get("machine") for name in merged["suites"]})
+    merged["suite_machines"].update(stored.get("suite_machines", {}))
   merged["suites"].update(results.get("suites", {}))
+  merged["suite_machines"].update({name: results.get("machine")
+                                   for name in results.get("suites", {})})
   folder = os.path.dirname(path)
   if folder:
     os.makedirs(folder, exist_ok=True)
@@ -134,4 +141,8 @@ def render(results: dict[str, Any], renderers: dict[str, Callable[[Any], str]],
       parts.append(f"### {name}\n\nFailed: `{suite['error']}`")
     else:
       parts.append(render_suite(suite))
+    own = (results.get("suite_machines") or {}).get(name)
+    if own and own != results.get("machine"):
+      parts += ["", f"Measured on another machine or day than the lines at the top of this "
+                    f"section:\n{machine_lines(own)}"]
   return "\n".join(parts) + "\n"

@@ -168,6 +168,11 @@ def test_merge_json_accumulates_suites(tmp_path):
     assert json.load(f) == merged
   assert merged["machine"] == {"date": "2"}
   assert merged["suites"] == {"attention": {"rows": [3]}, "training": {"x": 2}}
+  assert merged["suite_machines"] == {"attention": {"date": "2"}, "training": {"date": "2"}}
+  # A third run of one suite keeps the day each of the others was measured on.
+  merged = report.merge_json(path, {"machine": {"date": "3"}, "suites": {"memory": {"y": 1}}})
+  assert merged["suite_machines"] == {"attention": {"date": "2"}, "training": {"date": "2"},
+                                      "memory": {"date": "3"}}
 
 
 def test_table_and_number_formats():
@@ -188,3 +193,13 @@ def test_render_shows_machine_and_failed_suites():
                        "## Speed on the CPU", "preamble")
   assert "AMD EPYC (2 cores)" in text and "torch not installed" in text
   assert "value 7" in text and "Failed: `two: boom`" in text and "absent" not in text
+  assert "another machine" not in text
+  # A suite measured elsewhere says so under its own section, with its machine.
+  older = dict(results["machine"], date="yesterday", cpu="Intel Xeon")
+  text = report.render(dict(results, suite_machines={"one": older, "two": results["machine"]}),
+                       {"one": lambda s: f"### one\n\nvalue {s['value']}",
+                        "two": lambda s: "unused"}, "## Speed on the CPU")
+  one = text.index("### one")
+  assert text.index("Measured on another machine or day") > one
+  assert "- date: yesterday" in text and "Intel Xeon (2 cores)" in text
+  assert text.count("Measured on another machine") == 1
