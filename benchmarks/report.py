@@ -59,22 +59,26 @@ def merge_json(path: str, results: dict[str, Any]) -> dict[str, Any]:
   """Merges `results` ({'machine': ..., 'suites': {name: ...}}) into the JSON file at `path`.
 
   Suites measured now replace the stored ones of the same name; others stay (so a GPU run split
-  into several calls accumulates). The machine description is the latest one; 'suite_machines'
-  keeps, for every suite, the machine it was measured on (a stored suite without one: the stored
-  file's machine), so that `render` can say which suites come from another machine or day.
-  Returns the merged results.
+  into several calls accumulates). The machine description and settings are the latest ones;
+  'suite_machines' and 'suite_notes' keep, for every suite, the machine it was measured on and the
+  run's note (a stored suite without them: the stored file's), so that `render` can say which
+  suites come from another machine or day. Returns the merged results.
   """
   merged = {"machine": results.get("machine"), "settings": results.get("settings"), "suites": {},
-            "suite_machines": {}}
+            "suite_machines": {}, "suite_notes": {}}
   if os.path.exists(path):
     with open(path, encoding="utf-8") as f:
       stored = json.load(f)
     merged["suites"].update(stored.get("suites", {}))
-    merged["suite_machines"].update({name: stored.get("machine") for name in merged["suites"]})
-    merged["suite_machines"].update(stored.get("suite_machines", {}))
+    note = (stored.get("settings") or {}).get("note", "")
+    for name in merged["suites"]:
+      merged["suite_machines"][name] = stored.get("suite_machines", {}).get(name,
+                                                                            stored.get("machine"))
+      merged["suite_notes"][name] = stored.get("suite_notes", {}).get(name, note)
   merged["suites"].update(results.get("suites", {}))
-  merged["suite_machines"].update({name: results.get("machine")
-                                   for name in results.get("suites", {})})
+  for name in results.get("suites", {}):
+    merged["suite_machines"][name] = results.get("machine")
+    merged["suite_notes"][name] = (results.get("settings") or {}).get("note", "")
   folder = os.path.dirname(path)
   if folder:
     os.makedirs(folder, exist_ok=True)
@@ -145,4 +149,7 @@ def render(results: dict[str, Any], renderers: dict[str, Callable[[Any], str]],
     if own and own != results.get("machine"):
       parts += ["", f"Measured on another machine or day than the lines at the top of this "
                     f"section:\n{machine_lines(own)}"]
+      note = (results.get("suite_notes") or {}).get(name)
+      if note:
+        parts += ["", note]
   return "\n".join(parts) + "\n"

@@ -24,8 +24,8 @@ Each module's docstring has its math; everything below is importable from `zoo` 
   seq2seq         RecurrentEncoder, BahdanauDecoder, LuongDecoder (input feeding), Seq2Seq,
                   bahdanau_seq2seq, luong_seq2seq
   search          greedy_search, beam_search over any step_fn(state, tokens) -> (logits, state),
-                  optionally with exact lengths and forced / banned tokens per position
-                  (zoo.search_constraints); Decoded, Beams
+                  optionally with exact lengths, forced / banned tokens per position and
+                  tied / distinct positions (zoo.search_constraints); Decoded, Beams
   fast_paths      GPU back ends (cuDNN LSTM, cuDNN attention choice); import zoo.fast_paths
   checks          argument checks that raise a ValueError naming the argument: rank,
                   floating, integer, boolean, broadcastable, sequence_lengths,

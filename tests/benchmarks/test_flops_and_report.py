@@ -170,9 +170,11 @@ def test_merge_json_accumulates_suites(tmp_path):
   assert merged["suites"] == {"attention": {"rows": [3]}, "training": {"x": 2}}
   assert merged["suite_machines"] == {"attention": {"date": "2"}, "training": {"date": "2"}}
   # A third run of one suite keeps the day each of the others was measured on.
-  merged = report.merge_json(path, {"machine": {"date": "3"}, "suites": {"memory": {"y": 1}}})
+  merged = report.merge_json(path, {"machine": {"date": "3"}, "settings": {"note": "busy"},
+                                    "suites": {"memory": {"y": 1}}})
   assert merged["suite_machines"] == {"attention": {"date": "2"}, "training": {"date": "2"},
                                       "memory": {"date": "3"}}
+  assert merged["suite_notes"] == {"attention": "", "training": "", "memory": "busy"}
 
 
 def test_table_and_number_formats():
@@ -196,10 +198,11 @@ def test_render_shows_machine_and_failed_suites():
   assert "another machine" not in text
   # A suite measured elsewhere says so under its own section, with its machine.
   older = dict(results["machine"], date="yesterday", cpu="Intel Xeon")
-  text = report.render(dict(results, suite_machines={"one": older, "two": results["machine"]}),
+  text = report.render(dict(results, suite_machines={"one": older, "two": results["machine"]},
+                            suite_notes={"one": "it was busy", "two": ""}),
                        {"one": lambda s: f"### one\n\nvalue {s['value']}",
                         "two": lambda s: "unused"}, "## Speed on the CPU")
   one = text.index("### one")
   assert text.index("Measured on another machine or day") > one
   assert "- date: yesterday" in text and "Intel Xeon (2 cores)" in text
-  assert text.count("Measured on another machine") == 1
+  assert text.count("Measured on another machine") == 1 and "it was busy" in text
