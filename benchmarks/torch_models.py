@@ -71,13 +71,17 @@ class TorchMHA(nn.Module):
 
 
 class _FeedForward(nn.Module):
+  """Linear, ReLU, Linear; `names` are the two layers' names in the state dict."""
 
-  def __init__(self, width: int, hidden: int):
+  def __init__(self, width: int, hidden: int, names: tuple[str, str] = ("dense1", "dense2")):
     super().__init__()
-    self.dense1, self.dense2 = nn.Linear(width, hidden), nn.Linear(hidden, width)
+    self.names = names
+    for name, (fan_in, fan_out) in zip(names, ((width, hidden), (hidden, width))):
+      self.add_module(name, nn.Linear(fan_in, fan_out))
 
   def forward(self, x):
-    return self.dense2(torch.relu(self.dense1(x)))
+    first, second = (getattr(self, name) for name in self.names)
+    return second(torch.relu(first(x)))
 
 
 class _EncoderBlock(nn.Module):
@@ -137,16 +141,6 @@ class TorchTransformer(nn.Module):
     return self.out(y)
 
 
-class _ZooFFN(nn.Module):
-
-  def __init__(self, width: int, hidden: int):
-    super().__init__()
-    self.dense_in, self.dense_out = nn.Linear(width, hidden), nn.Linear(hidden, width)
-
-  def forward(self, x):
-    return self.dense_out(torch.relu(self.dense_in(x)))
-
-
 class _ZooBlock(nn.Module):
   """zoo.transformer's EncoderBlock (cross=False) or DecoderBlock (cross=True), no dropout."""
 
@@ -158,7 +152,7 @@ class _ZooBlock(nn.Module):
     if cross:
       self.cross_attention = TorchMHA(width, heads)
       self.cross_attention_norm = nn.LayerNorm(width, eps=eps)
-    self.ffn = _ZooFFN(width, ffn)
+    self.ffn = _FeedForward(width, ffn, names=("dense_in", "dense_out"))
     self.ffn_norm = nn.LayerNorm(width, eps=eps)
 
   def _residual(self, norm, x, sublayer):
