@@ -112,30 +112,46 @@ class _DecoderBlock(nn.Module):
     return self.norm3(y + self.ffn(y))
 
 
-class TorchTransformer(nn.Module):
-  """(src (B, S), src_lens (B,), tgt (B, T)) -> logits (B, T, V); see models.Transformer."""
+class _Embedded(nn.Module):
+  """The inputs of both Transformer twins: token embeddings * sqrt(D) + the sinusoidal table, the
+  source key mask and the causal mask."""
 
-  def __init__(self, src_vocab, tgt_vocab, width, heads, ffn, layers, max_len=256):
+  def __init__(self, src_vocab: int, tgt_vocab: int, width: int, max_len: int):
     super().__init__()
     self.width = width
     self.src_embed = nn.Embedding(src_vocab, width)
     self.tgt_embed = nn.Embedding(tgt_vocab, width)
     table = np.array(zoo.sinusoidal_encoding(max_len, width))  # (max_len, D)
     self.register_buffer("positions", torch.from_numpy(table), persistent=False)
+
+  def embed(self, table: nn.Embedding, tokens: torch.Tensor) -> torch.Tensor:
+    """tokens (B, L) -> (B, L, D)."""
+    return table(tokens) * math.sqrt(self.width) + self.positions[:tokens.shape[1]]
+
+  @staticmethod
+  def masks(src, src_lens, tgt) -> tuple[torch.Tensor, torch.Tensor]:
+    """The source key mask (B, 1, 1, S) and the causal mask (T, T), True = attend."""
+    key_mask = (torch.arange(src.shape[1], device=src.device)[None, :]
+                < src_lens[:, None])[:, None, None, :]
+    steps = tgt.shape[1]
+    return key_mask, torch.ones(steps, steps, dtype=torch.bool, device=tgt.device).tril()
+
+
+class TorchTransformer(_Embedded):
+  """(src (B, S), src_lens (B,), tgt (B, T)) -> logits (B, T, V); see models.Transformer."""
+
+  def __init__(self, src_vocab, tgt_vocab, width, heads, ffn, layers, max_len=256):
+    super().__init__(src_vocab, tgt_vocab, width, max_len)
     self.encoder = nn.ModuleList(_EncoderBlock(width, heads, ffn) for _ in range(layers))
     self.decoder = nn.ModuleList(_DecoderBlock(width, heads, ffn) for _ in range(layers))
     self.out = nn.Linear(width, tgt_vocab)
 
   def forward(self, src, src_lens, tgt):
-    scale = math.sqrt(self.width)
-    key_mask = (torch.arange(src.shape[1], device=src.device)[None, :]
-                < src_lens[:, None])[:, None, None, :]  # (B, 1, 1, S)
-    x = self.src_embed(src) * scale + self.positions[:src.shape[1]]
+    key_mask, causal = self.masks(src, src_lens, tgt)
+    x = self.embed(self.src_embed, src)
     for block in self.encoder:
       x = block(x, key_mask)
-    steps = tgt.shape[1]
-    causal = torch.ones(steps, steps, dtype=torch.bool, device=tgt.device).tril()
-    y = self.tgt_embed(tgt) * scale + self.positions[:steps]
+    y = self.embed(self.tgt_embed, tgt)
     for block in self.decoder:
       y = block(y, x, causal, key_mask)
     return self.out(y)
@@ -179,7 +195,7 @@ class _ZooStack(nn.Module):
     return x if self.final_norm is None else self.final_norm(x)
 
 
-class TorchZooTransformer(nn.Module):
+class TorchZooTransformer(_Embedded):
   """(src (B, S), src_lens (B,), tgt (B, T)) -> logits (B, T, V): zoo.transformer.Transformer
   with separate embeddings and an untied output layer (the translation runs' model), pre-norm
   (with a final LayerNorm per stack) or post-norm."""
@@ -187,26 +203,16 @@ class TorchZooTransformer(nn.Module):
   def __init__(self, src_vocab: int, tgt_vocab: int, width: int, heads: int, ffn: int,
                encoder_layers: int, decoder_layers: int, pre_norm: bool = True,
                eps: float = 1e-5, max_len: int = 256):
-    super().__init__()
-    self.width = width
-    self.src_embed = nn.Embedding(src_vocab, width)
-    self.tgt_embed = nn.Embedding(tgt_vocab, width)
-    table = np.array(zoo.sinusoidal_encoding(max_len, width))  # (max_len, D)
-    self.register_buffer("positions", torch.from_numpy(table), persistent=False)
+    super().__init__(src_vocab, tgt_vocab, width, max_len)
     block = dict(heads=heads, ffn=ffn, pre_norm=pre_norm, eps=eps)
     self.encoder = _ZooStack(encoder_layers, pre_norm, width, cross=False, **block)
     self.decoder = _ZooStack(decoder_layers, pre_norm, width, cross=True, **block)
     self.output = nn.Linear(width, tgt_vocab)
 
   def forward(self, src, src_lens, tgt):
-    scale = math.sqrt(self.width)
-    key_mask = (torch.arange(src.shape[1], device=src.device)[None, :]
-                < src_lens[:, None])[:, None, None, :]  # (B, 1, 1, S)
-    x = self.encoder(self.src_embed(src) * scale + self.positions[:src.shape[1]], key_mask)
-    steps = tgt.shape[1]
-    causal = torch.ones(steps, steps, dtype=torch.bool, device=tgt.device).tril()
-    y = self.tgt_embed(tgt) * scale + self.positions[:steps]
-    return self.output(self.decoder(y, causal, x, key_mask))
+    key_mask, causal = self.masks(src, src_lens, tgt)
+    x = self.encoder(self.embed(self.src_embed, src), key_mask)
+    return self.output(self.decoder(self.embed(self.tgt_embed, tgt), causal, x, key_mask))
 
 
 class TorchBahdanau(nn.Module):
