@@ -88,7 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _print_table(args: argparse.Namespace, console: Console) -> int:
   options = couplet_cli.form_options(args)
-  loaded = [runs.load_run(w, args.checkpoint, args.data_dir) for w in args.workdirs]
+  try:
+    loaded = [runs.load_run(w, args.checkpoint, args.data_dir) for w in args.workdirs]
+  except FileNotFoundError as e:  # a directory that holds no run
+    raise UsageError(str(e)) from e
   first = loaded[0].task.data
   uppers_all, references_all = first.sources(args.split), first.references(args.split)
   try:

@@ -309,6 +309,13 @@ def test_table_command_lines_up_runs_on_the_same_couplets(workdir, tmp_path, cap
   _assert_form_kept([row[1] for row in rows], [row[3] for row in rows], pattern=True)
 
 
+def test_table_command_names_a_directory_without_a_run(workdir, tmp_path, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    table.main(["--workdirs", workdir, str(tmp_path / "nothing")])
+  assert exit_info.value.code == 2
+  assert f"{tmp_path / 'nothing'} the --workdir of a training run?" in capsys.readouterr().err
+
+
 def test_table_command_refuses_a_count_larger_than_the_split(workdir, capsys):
   with pytest.raises(SystemExit) as exit_info:
     table.main(["--workdirs", workdir, "--count", "100000", "--split", "dev"])
