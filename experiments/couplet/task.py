@@ -143,7 +143,8 @@ class CoupletTask(Seq2SeqTask):
     """
     d = self.config.data
     forced = banned = tied = distinct = None
-    uppers = [self.vocab.decode(ids) for ids in sources]
+    if options.force_punct or options.no_copy or options.keep_pattern:
+      uppers = [self.vocab.decode(ids) for ids in sources]  # the tokens the rules read
     if options.force_punct or options.no_copy:
       pairs = [form.decoding_constraints(upper, ids, self.punct_ids,
                                          force_punct=options.force_punct,
