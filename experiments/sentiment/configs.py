@@ -55,6 +55,11 @@ class SentimentDataConfig:
       seen at least bigram_min_freq times in the training part); only the models whose config has
       `reads_bigrams` (the BiLSTMs and ngram_attn) use them.
     bigram_min_freq: see bigrams.
+    pseudo_labels: self-training: a file of a teacher run's labels for IMDB's 50,000 unlabelled
+      reviews (written by `python -m experiments.sentiment.pseudo_label`); those with a teacher
+      probability of at least pseudo_min_probability join the training part, and the
+      vocabularies are counted over them too. None: labelled reviews only.
+    pseudo_min_probability: see pseudo_labels.
   """
   OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {"protocol": "random_dev"}
 
@@ -68,6 +73,8 @@ class SentimentDataConfig:
   prepared_dir: str | None = None
   bigrams: bool = False
   bigram_min_freq: int = 3
+  pseudo_labels: str | None = None
+  pseudo_min_probability: float = 0.5
 
 
 # Every model config has `build(vocab_size, dtype, param_dtype)`; those with `reads_bigrams` also

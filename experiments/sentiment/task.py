@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import tqdm
 
 from experiments import plots
 from experiments import steps
@@ -25,8 +27,10 @@ from experiments.task import Task
 from experiments.task import pipeline_options
 from experiments.sentiment import models
 from pipelines import text as text_lib
+from pipelines.batching import Batcher
 from pipelines.tasks import SentimentData
 from pipelines.tasks import SentimentOptions
+from pipelines.tasks.common import quarter_boundaries
 from pipelines.vocab import UNK_ID, Vocab
 
 LABELS = ("negative", "positive")
@@ -193,6 +197,45 @@ class SentimentTask(Task):
       out.append(Prediction(text, words, [i == UNK_ID for i in ids], label,
                             float(probs[row, label]), per_word[row, :n], attention))
     return out
+
+  def probabilities(self, params, texts: Sequence[str], batch_size: int = 256,
+                    progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The class probabilities of many texts, batched by length (as evaluation batches are).
+
+    Args:
+      params: the model's parameters.
+      texts: the texts; those without a word (after the tokenizer) cannot be classified.
+      batch_size: texts per forward pass.
+      progress: show a progress bar on stderr.
+
+    Returns:
+      (rows int64 (K,): the positions in `texts` of the K texts with words, ascending;
+       probabilities float32 (K, 2): their class probabilities, in the order of `rows`).
+    """
+    max_len = self.config.data.max_len
+    words = [text_lib.imdb_tokenize(text)[:max_len] for text in texts]
+    rows = np.array([i for i, w in enumerate(words) if w], np.int64)
+    if not len(rows):
+      return rows, np.zeros((0, 2), np.float32)
+    sequences = {"tokens": [self.vocab.encode(words[i]) for i in rows]}
+    if self.bigram_vocab is not None:
+      sequences["bigrams"] = [self.bigram_vocab.encode(text_lib.word_bigrams(words[i]))
+                              for i in rows]
+    bounds = self.config.data.boundaries or quarter_boundaries(max_len)
+    batcher = Batcher(sequences, {"index": np.arange(len(rows))}, boundaries=bounds,
+                      batch_size=batch_size, length_keys={"tokens": "lengths", "bigrams": None},
+                      process_index=0, process_count=1)
+    out = np.zeros((len(rows), 2), np.float32)
+    batches = batcher.eval_batches()
+    if progress:
+      batches = tqdm.tqdm(batches, total=batcher.num_eval_batches(), desc="classifying",
+                          unit="batch", file=sys.stderr)
+    for batch in batches:
+      logits, _ = self._forward(params, batch["tokens"], batch["lengths"], None,
+                                batch.get("bigrams"))  # (b, 2)
+      real = batch["weight"] > 0
+      out[batch["index"][real]] = np.asarray(jax.nn.softmax(logits, axis=-1))[real]
+    return rows, out
 
   def draw_heatmap(self, prediction: Prediction, path: str) -> str:
     """Saves the prediction's attention as a PNG heatmap with the words on the axes."""

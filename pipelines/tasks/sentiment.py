@@ -8,6 +8,7 @@ from typing import Any, Literal, Mapping
 
 import numpy as np
 
+from pipelines import pseudo_labels as pseudo_lib
 from pipelines import text as text_lib
 from pipelines.checks import positive_int
 from pipelines.tasks import holdout
@@ -48,6 +49,13 @@ class SentimentOptions:
       as the field 'bigrams', aligned with 'tokens' (same length, position t for word t), with
       its own vocabulary (bigrams seen at least `bigram_min_freq` times in the training part,
       at most `bigram_max_size`, kept in 'imdb_bigram_vocab.json').
+    pseudo_labels: self-training: a file of a teacher's labels for IMDB's unlabelled reviews
+      (pipelines.pseudo_labels, written by experiments/sentiment/pseudo_label.py). The unlabelled
+      reviews whose teacher probability is at least `pseudo_min_probability` join the training
+      part with the teacher's label, and the vocabularies are counted over the training part with
+      them (so words and bigrams seen only in unlabelled reviews get ids). Dev and test are as
+      the protocol says. Needs the records of IMDB's 'unsupervised' split. None: no self-training.
+    pseudo_min_probability: see pseudo_labels (0.5 keeps every pseudo-labelled review).
   """
   max_len: int = 256
   boundaries: tuple[int, ...] | None = None
@@ -59,6 +67,8 @@ class SentimentOptions:
   bigrams: bool = False
   bigram_min_freq: int = 3
   bigram_max_size: int | None = None
+  pseudo_labels: str | None = None
+  pseudo_min_probability: float = 0.5
 
   def __post_init__(self):
     positive_int(self.max_len, "max_len")
@@ -67,6 +77,9 @@ class SentimentOptions:
       raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {self.protocol!r}")
     if not 0 < self.dev_fraction < 1:
       raise ValueError(f"dev_fraction must lie in (0, 1), got {self.dev_fraction}")
+    if not 0.5 <= self.pseudo_min_probability <= 1:
+      raise ValueError(f"pseudo_min_probability must lie in [0.5, 1], got "
+                       f"{self.pseudo_min_probability}")
     object.__setattr__(self, "boundaries", check_boundaries(
         self.boundaries or quarter_boundaries(self.max_len), self.max_len, "boundaries"))
 
@@ -83,24 +96,32 @@ class SentimentData(TaskData):
   options_class = SentimentOptions
 
   @classmethod
-  def from_records(cls, train: Records, test: Records, *,
+  def from_records(cls, train: Records, test: Records, *, unlabelled: Records | None = None,
                    vocab_dir: str | os.PathLike | None = None, **options) -> SentimentData:
     """Encodes IMDB's records into 'train', 'dev' and 'test' (see SentimentOptions.protocol).
 
     Args:
       train, test: the records of IMDB's train and test splits ({'text', 'label', and for the
         protocols that need them 'movie' or 'id'}).
+      unlabelled: the records of IMDB's 'unsupervised' split ({'text', 'id'}); read only with the
+        option pseudo_labels.
       vocab_dir: where the vocabulary files are kept; None: not saved.
       **options: see SentimentOptions (max_len=256, boundaries, min_freq=5, max_size,
         protocol='random_dev', dev_fraction=0.1, split_seed=0, bigrams=False, bigram_min_freq=3,
-        bigram_max_size).
+        bigram_max_size, pseudo_labels=None, pseudo_min_probability=0.5).
     """
     data = cls(options)
-    data._encode_records(read_records(train), read_records(test), vocab_dir)
+    if data.options.pseudo_labels is not None and unlabelled is None:
+      raise ValueError("the option pseudo_labels needs the records of IMDB's 'unsupervised' "
+                       "split: pass them as `unlabelled`")
+    data._encode_records(read_records(train), read_records(test), vocab_dir,
+                         None if unlabelled is None or data.options.pseudo_labels is None
+                         else read_records(unlabelled))
     return data
 
   def _encode_records(self, train: list[Mapping[str, Any]], test: list[Mapping[str, Any]],
-                      vocab_dir: str | os.PathLike | None) -> None:
+                      vocab_dir: str | os.PathLike | None,
+                      unlabelled: list[Mapping[str, Any]] | None = None) -> None:
     opts = self.options
     records = {"train": train, "test": test}
     tokens, labels, kept, counts = {}, {}, {}, {}
@@ -118,21 +139,55 @@ class SentimentData(TaskData):
     counts["dev"] = {"records": len(dev_rows), "skipped_empty": 0, "from": dev_source}
     counts[dev_source]["records"] -= len(dev_rows)
 
+    extra_words, extra_labels = [], np.zeros(0, np.int32)  # the pseudo-labelled reviews
+    if unlabelled is not None:
+      extra_words, extra_labels, counts["train"]["pseudo_labelled"] = self._pseudo_labelled(
+          unlabelled)
     train_source, train_rows = parts["train"]
-    self._build_vocabs([tokens[train_source][i] for i in train_rows], vocab_dir)
+    self._build_vocabs([tokens[train_source][i] for i in train_rows] + extra_words, vocab_dir)
     for split in SPLITS:
       source, rows = parts[split]
       words = [tokens[source][i] for i in rows]
+      split_labels = labels[source][rows]
+      if split == "train" and extra_words:
+        words, split_labels = words + extra_words, np.concatenate([split_labels, extra_labels])
       ids, truncated = encode_truncated(self.vocab, words, opts.max_len)
       sequences = {"tokens": ids}
       if opts.bigrams:  # from the kept words only, so position t is word t's bigram
         sequences["bigrams"], _ = encode_truncated(
             self.bigram_vocab, [text_lib.word_bigrams(w[:opts.max_len]) for w in words],
             opts.max_len)
-      self.splits[split] = Split(sequences, {"label": labels[source][rows],
+      self.splits[split] = Split(sequences, {"label": split_labels,
                                              "index": np.arange(len(ids), dtype=np.int32)})
       counts[split].update(kept=len(ids), truncated={"tokens": truncated})
       self._finish_report(split, counts[split], {field: field for field in sequences})
+
+  def _pseudo_labelled(self, unlabelled: list[Mapping[str, Any]]
+                       ) -> tuple[list[list[str]], np.ndarray, dict[str, Any]]:
+    """The tokens and teacher labels of the unlabelled reviews the teacher was sure of, and
+    their count for the report; a ValueError when the file names a review that is not there."""
+    opts = self.options
+    teacher = pseudo_lib.load(opts.pseudo_labels)
+    chosen = teacher.confident(opts.pseudo_min_probability)
+    position = {}
+    for i, record in enumerate(unlabelled):
+      if "id" not in record:
+        raise ValueError(f"pseudo_labels needs the field 'id' in every unlabelled record, but "
+                         f"record {i} has only {sorted(record)}")
+      position[int(record["id"])] = i
+    missing = [int(i) for i in teacher.ids if int(i) not in position]
+    if missing:
+      raise ValueError(f"the pseudo-label file {opts.pseudo_labels} names {len(missing)} reviews "
+                       f"that the unlabelled split does not hold (ids {missing[:5]} ...): it was "
+                       f"written for other data")
+    rows = [position[int(i)] for i in teacher.ids[chosen]]
+    toks, kept, empty = tokenize_records([unlabelled[r] for r in rows], ["text"],
+                                         text_lib.imdb_tokenize)
+    labels = teacher.labels[chosen][kept].astype(np.int32)
+    count = {"file": os.fspath(opts.pseudo_labels), "in_file": len(teacher.ids),
+             "min_probability": opts.pseudo_min_probability, "kept": len(kept),
+             "skipped_empty": empty, "positive": int(labels.sum())}
+    return toks["text"], labels, count
 
   def _parts(self, records: Mapping[str, list[Mapping[str, Any]]],
              kept: Mapping[str, list[int]], labels: Mapping[str, np.ndarray]
@@ -160,6 +215,9 @@ class SentimentData(TaskData):
     opts = self.options
     meta = {"task": "imdb", "train_examples": len(train_words), "protocol": opts.protocol,
             "dev_fraction": opts.dev_fraction, "split_seed": opts.split_seed}
+    if opts.pseudo_labels is not None:  # a vocabulary counted over pseudo-labelled reviews too
+      meta.update(pseudo_labels=pseudo_lib.digest(opts.pseudo_labels),
+                  pseudo_min_probability=opts.pseudo_min_probability)
     how = {VOCAB_FILE: (lambda: train_words, opts.min_freq, opts.max_size, "imdb_tokenize"),
            BIGRAM_VOCAB_FILE: (lambda: map(text_lib.word_bigrams, train_words),
                                opts.bigram_min_freq, opts.bigram_max_size,
@@ -200,10 +258,20 @@ class SentimentData(TaskData):
     The vocabulary and the encoded splits are kept in the prepared dataset's folder, under
     tokenized/ (see the pipelines.tasks docstring). `options` as SentimentOptions.
     """
-    return cls._load("imdb", ("train", "test"), source, data_dir, download,
-                     lambda r, folder: cls.from_records(r["train"], r["test"], vocab_dir=folder,
-                                                        **options),
+    splits = ("train", "test") + (("unsupervised",) if options.get("pseudo_labels") else ())
+    return cls._load("imdb", splits, source, data_dir, download,
+                     lambda r, folder: cls.from_records(
+                         r["train"], r["test"], unlabelled=r.get("unsupervised"),
+                         vocab_dir=folder, **options),
                      options)
+
+  def cache_path(self, folder: str | os.PathLike) -> str:
+    """As TaskData's, keyed also by the pseudo-label file's bytes (a new file at the same path
+    is a new cache)."""
+    path = super().cache_path(folder)
+    if self.options.pseudo_labels is None:
+      return path
+    return f"{path[:-len('.npz')]}_pseudo{pseudo_lib.digest(self.options.pseudo_labels)[:12]}.npz"
 
 
 def _text(value: str | bytes) -> str:

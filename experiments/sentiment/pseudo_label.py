@@ -1,0 +1,108 @@
+"""Labels IMDB's unlabelled reviews with a trained run: the teacher's half of self-training.
+
+    python -m experiments.sentiment.pseudo_label --workdir runs/sentiment-ngram_attn \
+        --data-dir ../shared/data/imdb --out runs/sentiment-ngram_attn/pseudo_labels.npz \
+        [--checkpoint best] [--batch-size 256] [--limit N]
+
+Reads the 'unsupervised' split of IMDB (50,000 reviews of the full data, 300 of the shipped
+sample; by default from the data the run was trained on), classifies every review with the run's best (or latest, or a
+step's) parameters, and writes each review's id, the predicted label and its probability to
+--out (pipelines.pseudo_labels). A student run then trains on them with
+`--data.pseudo_labels FILE --data.pseudo_min_probability P` (experiments/sentiment/configs.py).
+Reviews without a word cannot be labelled: they are counted on stderr and left out of the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from typing import Sequence
+
+import numpy as np
+
+from experiments import runs
+from experiments.cli import checkpoint_choice
+from experiments.console import Console
+from experiments.console import UsageError
+from pipelines import datasets
+from pipelines import pseudo_labels as pseudo_lib
+from pipelines.tasks import read_records
+
+SPLIT = "unsupervised"
+
+
+def label_reviews(run: runs.Run, records: Sequence[dict], batch_size: int = 256,
+                  progress: bool = False) -> tuple[pseudo_lib.PseudoLabels, int]:
+  """The run's labels for `records` ({'text', 'id'}), and how many had no word to classify."""
+  texts = [record["text"] for record in records]
+  texts = [t.decode("utf-8") if isinstance(t, bytes) else str(t) for t in texts]
+  rows, probabilities = run.task.probabilities(run.params, texts, batch_size, progress)  # (K, 2)
+  labels = np.argmax(probabilities, axis=-1).astype(np.int32)  # (K,)
+  meta = {"teacher": run.workdir, "model": run.config.model_name, "checkpoint": run.checkpoint,
+          "step": run.step, "split": SPLIT, "reviews": len(records),
+          "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+  ids = np.array([int(records[i]["id"]) for i in rows], np.int64)
+  chosen = probabilities[np.arange(len(rows)), labels]
+  return pseudo_lib.PseudoLabels(ids, labels, chosen.astype(np.float32), meta), len(texts) - len(rows)
+
+
+def summary(labels: pseudo_lib.PseudoLabels) -> list[str]:
+  """Readable lines: the label balance, and how many reviews pass each probability threshold."""
+  n = len(labels.ids)
+  lines = [f"{n} reviews labelled: {int(labels.labels.sum())} positive, "
+           f"{n - int(labels.labels.sum())} negative"]
+  for threshold in (0.6, 0.7, 0.8, 0.9, 0.95, 0.99):
+    kept = labels.confident(threshold)
+    lines.append(f"  probability >= {threshold:.2f}: {int(kept.sum())} reviews "
+                 f"({int(labels.labels[kept].sum())} positive)")
+  return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(prog="python -m experiments.sentiment.pseudo_label",
+                                   description=__doc__.split("\n\n")[0])
+  parser.add_argument("--workdir", required=True, help="the trained sentiment run (the teacher)")
+  parser.add_argument("--out", required=True, help="the pseudo-label file to write (.npz)")
+  parser.add_argument("--data-dir", help="IMDB's archive or folder (default: the data the run "
+                      "was trained on)")
+  parser.add_argument("--checkpoint", type=checkpoint_choice, default="best",
+                      help="'best' (default), 'latest', or a step")
+  parser.add_argument("--batch-size", type=int, default=256)
+  parser.add_argument("--limit", type=int, help="label only the first N reviews (quick checks)")
+  args = parser.parse_args(argv)
+  try:
+    return _write(args, Console())
+  except UsageError as e:
+    parser.error(str(e))  # exits with status 2 and the message
+
+
+def _write(args: argparse.Namespace, console: Console) -> int:
+  if args.batch_size < 1 or (args.limit is not None and args.limit < 1):
+    raise UsageError(f"--batch-size and --limit must be at least 1, got {args.batch_size} and "
+                     f"{args.limit}")
+  try:
+    run = runs.load_run(args.workdir, args.checkpoint)
+  except FileNotFoundError as e:
+    raise UsageError(str(e)) from e
+  if run.config.experiment != "sentiment":
+    raise UsageError(f"{args.workdir} is a {run.config.experiment!r} run; pseudo-labels need a "
+                     f"sentiment run")
+  source = args.data_dir if args.data_dir is not None else run.config.data_dir
+  records = read_records(datasets.load("imdb", SPLIT, source=source,
+                                       data_dir=run.config.data.prepared_dir))
+  if args.limit is not None:
+    records = records[:args.limit]
+  labels, empty = label_reviews(run, records, args.batch_size, progress=True)
+  pseudo_lib.save(args.out, labels)
+  for line in summary(labels):
+    console.note(line)
+  if empty:
+    console.note(f"{empty} reviews had no word to classify and are not in the file")
+  console.note(f"written to {args.out} ({run.config.model_name}, {args.checkpoint} checkpoint, "
+               f"step {run.step})")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,103 @@
+"""Self-training on the shipped IMDB sample: a teacher run labels the unlabelled reviews
+(experiments.sentiment.pseudo_label) and a student's data takes the confident ones."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from experiments import config as config_lib
+from experiments import trainer
+from experiments.sentiment import configs
+from experiments.sentiment import pseudo_label
+from experiments.sentiment.task import SentimentTask
+from pipelines import datasets
+from pipelines import pseudo_labels as pseudo_lib
+from pipelines.tasks import SentimentData
+from pipelines.tasks import read_records
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quick_compiles():
+  jax.config.update("jax_disable_most_optimizations", True)
+  yield
+  jax.config.update("jax_disable_most_optimizations", False)
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+  """A briefly trained ngram_attn run on the sample (reviews cut to 48 tokens)."""
+  root = tmp_path_factory.mktemp("self_training")
+  cfg = configs.CONFIGS["ngram_attn"]()
+  cfg.experiment, cfg.model_name = "sentiment", "ngram_attn"
+  cfg = config_lib.override(cfg, [
+      "--model.embed_dim=8", "--data.max_len=48", "--data.boundaries", "13", "48",
+      "--data.prepared_dir", str(root / "data"), "--train.num_steps=3",
+      "--train.batch_size=32", "--train.progress_bar=False"])
+  workdir = str(root / "teacher")
+  trainer.train(SentimentTask(cfg), cfg, workdir)
+  return root, workdir
+
+
+def test_probabilities_match_predict_and_skip_texts_without_words(teacher):
+  from experiments import runs  # pylint: disable=g-import-not-at-top
+  run = runs.load_run(teacher[1])
+  texts = ["A fine, moving film.", "   ", "Dull. " * 60, "not bad at all", "!!"]
+  rows, probabilities = run.task.probabilities(run.params, texts, batch_size=2)
+  np.testing.assert_array_equal(rows, [0, 2, 3, 4])
+  assert probabilities.shape == (4, 2) and probabilities.dtype == np.float32
+  for row, p in zip(rows, probabilities):
+    expected = run.task.predict(run.params, [texts[row]])[0]
+    assert p[expected.label] == pytest.approx(expected.probability, abs=1e-5)
+    assert p.sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_teacher_labels_the_unlabelled_reviews_and_the_student_trains_on_them(teacher,
+                                                                                   capsys):
+  root, workdir = teacher
+  out = root / "pseudo.npz"
+  assert pseudo_label.main(["--workdir", workdir, "--out", str(out), "--batch-size", "64"]) == 0
+  err = capsys.readouterr().err
+  assert "300 reviews labelled" in err and f"written to {out}" in err
+  labels = pseudo_lib.load(out)
+  unlabelled = read_records(datasets.load("imdb", "unsupervised"))
+  assert len(unlabelled) == 300
+  np.testing.assert_array_equal(np.sort(labels.ids), np.sort([int(r["id"]) for r in unlabelled]))
+  assert labels.meta["teacher"] == workdir and labels.meta["step"] == 3
+  assert labels.meta["model"] == "ngram_attn" and labels.meta["split"] == "unsupervised"
+
+  # The student's data: the sample's training part plus the reviews the teacher was surest of.
+  threshold = float(np.median(labels.probabilities))
+  expected = int(np.count_nonzero(labels.probabilities >= threshold))
+  options = dict(max_len=48, boundaries=(13, 48), bigrams=True, protocol="movie_dev")
+  plain = SentimentData.load(data_dir=str(root / "data"), **options)
+  student = SentimentData.load(data_dir=str(root / "data"), pseudo_labels=str(out),
+                               pseudo_min_probability=threshold, **options)
+  assert student.num_examples("train") == plain.num_examples("train") + expected
+  n = plain.num_examples("train")
+  by_id = dict(zip(labels.ids.tolist(), labels.labels.tolist()))
+  chosen = [i for i in labels.ids.tolist()
+            if labels.probabilities[labels.ids.tolist().index(i)] >= threshold]
+  assert sorted(student.splits["train"].scalars["label"][n:].tolist()) == sorted(
+      by_id[i] for i in chosen)
+  for split in ("dev", "test"):
+    assert student.num_examples(split) == plain.num_examples(split)
+  assert len(student.vocab) > len(plain.vocab)
+  # Loaded again: from the cache of these options and this file.
+  again = SentimentData.load(data_dir=str(root / "data"), pseudo_labels=str(out),
+                             pseudo_min_probability=threshold, **options)
+  assert again.report["cache"].startswith("loaded from") and "_pseudo" in again.report["cache"]
+  np.testing.assert_array_equal(again.splits["train"].scalars["label"],
+                                student.splits["train"].scalars["label"])
+
+
+def test_pseudo_label_command_errors_exit_2(tmp_path, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    pseudo_label.main(["--workdir", str(tmp_path / "nothing"), "--out", str(tmp_path / "p.npz")])
+  assert exit_info.value.code == 2
+  assert "nothing" in capsys.readouterr().err
+  with pytest.raises(SystemExit) as exit_info:
+    pseudo_label.main(["--workdir", str(tmp_path), "--out", "p.npz", "--limit", "0"])
+  assert exit_info.value.code == 2
+  assert "--limit must be at least 1" in capsys.readouterr().err
