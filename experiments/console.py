@@ -9,9 +9,10 @@ cli.py) hand them to a Console. Tests pass a Console over lists to read what a c
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
-from typing import Iterator, TextIO
+from typing import Callable, Iterator, Sequence, TextIO
 
 
 class Console:
@@ -69,3 +70,16 @@ def input_errors() -> Iterator[None]:
     raise
   except ValueError as e:
     raise UsageError(str(e)) from None
+
+
+def run_command(parser: argparse.ArgumentParser,
+                body: Callable[[argparse.Namespace, Console], int],
+                argv: Sequence[str] | None = None) -> int:
+  """Parses `argv` and runs `body(args, Console())`; a UsageError it raises becomes the parser's
+  error (status 2 and the message), as a bad flag does. Returns body's exit status."""
+  args = parser.parse_args(argv)
+  try:
+    return body(args, Console())
+  except UsageError as e:
+    parser.error(str(e))  # exits
+    raise  # unreachable: parser.error exits; keeps the return type honest for readers

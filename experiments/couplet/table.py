@@ -25,6 +25,7 @@ import numpy as np
 from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
+from experiments.console import run_command
 from experiments.couplet import cli as couplet_cli
 
 
@@ -79,11 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--data-dir", help="where the runs' data lives, if moved")
   couplet_cli.add_arguments(parser)
   parser.add_argument("--out", help="also write the table to this file")
-  args = parser.parse_args(argv)
-  try:
-    return _print_table(args, Console())
-  except UsageError as e:
-    parser.error(str(e))  # exits with status 2 and the message
+  return run_command(parser, _print_table, argv)
 
 
 def _print_table(args: argparse.Namespace, console: Console) -> int:

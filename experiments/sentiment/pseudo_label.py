@@ -25,6 +25,7 @@ from experiments import runs
 from experiments.cli import checkpoint_choice
 from experiments.console import Console
 from experiments.console import UsageError
+from experiments.console import run_command
 from pipelines import datasets
 from pipelines import pseudo_labels as pseudo_lib
 from pipelines.tasks import read_records
@@ -70,11 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="'best' (default), 'latest', or a step")
   parser.add_argument("--batch-size", type=int, default=256)
   parser.add_argument("--limit", type=int, help="label only the first N reviews (quick checks)")
-  args = parser.parse_args(argv)
-  try:
-    return _write(args, Console())
-  except UsageError as e:
-    parser.error(str(e))  # exits with status 2 and the message
+  return run_command(parser, _write, argv)
 
 
 def _write(args: argparse.Namespace, console: Console) -> int:

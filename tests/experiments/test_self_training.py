@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 import pytest
 
 from experiments import config as config_lib
+from experiments import runs
 from experiments import trainer
 from experiments.sentiment import configs
 from experiments.sentiment import pseudo_label
@@ -18,11 +18,7 @@ from pipelines.tasks import SentimentData
 from pipelines.tasks import read_records
 
 
-@pytest.fixture(scope="module", autouse=True)
-def quick_compiles():
-  jax.config.update("jax_disable_most_optimizations", True)
-  yield
-  jax.config.update("jax_disable_most_optimizations", False)
+pytestmark = pytest.mark.usefixtures("quick_compiles")
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +37,6 @@ def teacher(tmp_path_factory):
 
 
 def test_probabilities_match_predict_and_skip_texts_without_words(teacher):
-  from experiments import runs  # pylint: disable=g-import-not-at-top
   run = runs.load_run(teacher[1])
   texts = ["A fine, moving film.", "   ", "Dull. " * 60, "not bad at all", "!!"]
   rows, probabilities = run.task.probabilities(run.params, texts, batch_size=2)

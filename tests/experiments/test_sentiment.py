@@ -30,12 +30,7 @@ LENGTHS = np.array([L, 4, 1], np.int32)
 SMALL = ("embed_dim=12", "hidden_size=10", "num_heads=4", "ffn_hidden=14")  # applied where a model has the field
 
 
-@pytest.fixture(scope="module", autouse=True)
-def quick_compiles():
-  """Compiles with most XLA optimizations off: every model's step compiles once, run a few times."""
-  jax.config.update("jax_disable_most_optimizations", True)
-  yield
-  jax.config.update("jax_disable_most_optimizations", False)
+pytestmark = pytest.mark.usefixtures("quick_compiles")
 
 
 @pytest.fixture(scope="module")
