@@ -154,17 +154,16 @@ def transformer_cpu() -> config_lib.Config:
 
 
 def bahdanau_cpu() -> config_lib.Config:
-  """A Bahdanau seq2seq sized for a 2-core CPU: embeddings 256, one LSTM layer of 256 in the
+  """A Bahdanau seq2seq sized for a 2-core CPU: embeddings 256, one LSTM layer of 384 in the
   encoder and the decoder, dropout 0.1, the data of `_cpu_data`; batch 128, Adam 5e-3 with 100
-  warm-up steps and cosine decay, gradients clipped to 1, 3,500 steps (about 3 epochs of the
-  subword data), dev BLEU every 1,750 steps. The width, depth and learning rate are the issue's
-  measured starting point (2 layers of 128 at 2e-3 barely used the source). Measured
-  (docs/RESULTS.md, 2026-11-25, both cores of a 2-core Xeon): test sacreBLEU 37.41 cased,
-  multi-reference, beam 4 (greedy 34.47), in 25 minutes; the word-level run there had the older
-  recipe."""
-  return _run(BahdanauConfig(embed_dim=256, hidden_size=256, num_layers=1, dropout_rate=0.1),
-              config_lib.TrainConfig(batch_size=128, num_steps=3500, log_every=100,
-                                     eval_every=1750, checkpoint_every=500,
+  warm-up steps and cosine decay, gradients clipped to 1, 4,000 steps (about 3.5 epochs of the
+  subword data), dev BLEU every 2,000 steps and at every epoch's end. Chosen by dev perplexity
+  among 1,500-step probes (docs/RESULTS.md, "The Bahdanau recipe"): at 5e-3 one layer of 384
+  beat one of 256 (6.04 against 7.07) even at equal wall time, 3e-3 was slower to learn (9.13),
+  and two layers of 256 were far behind after 750 steps (17.9 against 10.7)."""
+  return _run(BahdanauConfig(embed_dim=256, hidden_size=384, num_layers=1, dropout_rate=0.1),
+              config_lib.TrainConfig(batch_size=128, num_steps=4000, log_every=100,
+                                     eval_every=2000, checkpoint_every=500,
                                      best_metric="dev/bleu", best_mode="max"),
               config_lib.OptimizerConfig(name="adam", learning_rate=5e-3, schedule="cosine",
                                          warmup_steps=100, min_lr_ratio=0.05,

@@ -141,8 +141,10 @@ class SentimentData(TaskData):
 
     extra_words, extra_labels = [], np.zeros(0, np.int32)  # the pseudo-labelled reviews
     if unlabelled is not None:
-      extra_words, extra_labels, counts["train"]["pseudo_labelled"] = self._pseudo_labelled(
-          unlabelled)
+      extra_words, extra_labels, pseudo = self._pseudo_labelled(unlabelled)
+      counts["train"]["pseudo_labelled"] = pseudo  # read and skipped as the labelled ones are
+      counts["train"]["records"] += pseudo["kept"] + pseudo["skipped_empty"]
+      counts["train"]["skipped_empty"] += pseudo["skipped_empty"]
     train_source, train_rows = parts["train"]
     self._build_vocabs([tokens[train_source][i] for i in train_rows] + extra_words, vocab_dir)
     for split in SPLITS:

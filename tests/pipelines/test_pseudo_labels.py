@@ -94,6 +94,10 @@ def test_confident_unlabelled_reviews_join_train_with_the_teachers_label(tmp_pat
   assert "superb" not in data.vocab and "superb" not in plain.vocab
   assert _texts(data, "dev") == _texts(plain, "dev") and _texts(data, "test") == _texts(plain,
                                                                                         "test")
+  # Read and skipped as labelled reviews are: 2 kept and the blank one among the train records.
+  assert data.report["train"]["records"] == plain.report["train"]["records"] + 3
+  assert data.report["train"]["skipped_empty"] == plain.report["train"]["skipped_empty"] + 1
+  assert data.report["train"]["kept"] == n + 2
   assert data.report["train"]["pseudo_labelled"] == {
       "file": str(tmp_path / "p.npz"), "in_file": 4, "min_probability": 0.9, "kept": 2,
       "skipped_empty": 1, "positive": 1}
