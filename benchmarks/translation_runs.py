@@ -3,17 +3,18 @@
     python -m benchmarks --suites translation_runs
 
 The models are the named runs' own: `experiments.translation.configs.transformer_cpu()` and
-`bahdanau_cpu()` build them (zoo.transformer.Transformer, pre-norm, D 128, 4 heads, FFN 512,
-2 + 2 layers; zoo.seq2seq's Bahdanau model, embeddings 256, one LSTM layer of 256). Their PyTorch
-twins (torch_models.TorchZooTransformer, torch_models.TorchBahdanau, the latter written as d2l
-writes its decoder: one nn.LSTM call per target step) load the same weights
-(models.zoo_transformer_to_torch, models.bahdanau_to_torch) and must give the same logits before
-anything is timed. One step is forward, backward and Adam on one batch of the runs' shape that
-sits on the device: batch 128, sources and decoder inputs padded to 24 pieces (the runs' widest
-bucket), ids drawn over the runs' 8,000-piece vocabulary on both sides, lengths uniform between 12
-and 24. Both frameworks run without dropout and with plain cross-entropy (the runs train with
-dropout 0.1, and transformer_cpu with label smoothing 0.1), so that they compute one function.
-The ratio is PyTorch's time over JAX's (the faster of its thread settings): above 1, JAX is faster.
+`bahdanau_cpu()` build them (zoo.transformer.Transformer, pre-norm, D 128, 4 heads, FFN 512, 2 + 2
+layers; zoo.seq2seq's Bahdanau model, embeddings 256, one LSTM layer of 384 since the recipe search
+of 2026-11-25, 256 before). Their PyTorch twins (torch_models.TorchZooTransformer,
+torch_models.TorchBahdanau, the latter written as d2l writes its decoder: one nn.LSTM call per
+target step) load the same weights (models.zoo_transformer_to_torch, models.bahdanau_to_torch) and
+must give the same logits before anything is timed. One step is forward, backward and Adam on one
+batch of the runs' shape that sits on the device: batch 128, sources and decoder inputs padded to 24
+pieces (the runs' widest bucket), ids drawn over the runs' 8,000-piece vocabulary on both sides,
+lengths uniform between 12 and 24. Both frameworks run without dropout and with plain cross-entropy
+(the runs train with dropout 0.1, and transformer_cpu with label smoothing 0.1), so that they
+compute one function. The ratio is PyTorch's time over JAX's (the faster of its thread settings):
+above 1, JAX is faster.
 """
 
 from __future__ import annotations
