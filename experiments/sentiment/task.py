@@ -221,11 +221,38 @@ class SentimentTask(Task):
     if self.bigram_vocab is not None:
       sequences["bigrams"] = [self.bigram_vocab.encode(text_lib.word_bigrams(words[i]))
                               for i in rows]
-    bounds = self.config.data.boundaries or quarter_boundaries(max_len)
-    batcher = Batcher(sequences, {"index": np.arange(len(rows))}, boundaries=bounds,
+    logits = self._batched_logits(params, sequences, batch_size, progress)  # (K, 2)
+    return rows, np.asarray(jax.nn.softmax(logits, axis=-1), np.float32)
+
+  def split_logits(self, params, split: str, batch_size: int = 256,
+                   progress: bool = False) -> np.ndarray:
+    """The logits float32 (N, 2) of every example of one of the data's splits, in its order.
+
+    Args:
+      params: the model's parameters.
+      split: 'train', 'dev' or 'test' of `self.data` (whose labels are
+        `self.data.splits[split].scalars['label']`, row for row).
+      batch_size: examples per forward pass.
+      progress: show a progress bar on stderr.
+    """
+    if split not in self.data.splits:
+      raise ValueError(f"split must be one of {sorted(self.data.splits)}, got {split!r}")
+    sequences = self.data.splits[split].sequences
+    if self.config.data.bigrams and "bigrams" not in sequences:
+      raise ValueError("config.data.bigrams is set, but the data's splits have no bigrams")
+    return self._batched_logits(params, {name: sequences[name] for name in
+                                         (("tokens", "bigrams") if self.config.data.bigrams
+                                          else ("tokens",))}, batch_size, progress)
+
+  def _batched_logits(self, params, sequences: dict[str, Any], batch_size: int,
+                      progress: bool) -> np.ndarray:
+    """Logits float32 (N, 2) of N id sequences ({'tokens'[, 'bigrams']}), batched by length."""
+    count = len(sequences["tokens"])
+    bounds = self.config.data.boundaries or quarter_boundaries(self.config.data.max_len)
+    batcher = Batcher(sequences, {"index": np.arange(count)}, boundaries=bounds,
                       batch_size=batch_size, length_keys={"tokens": "lengths", "bigrams": None},
                       process_index=0, process_count=1)
-    out = np.zeros((len(rows), 2), np.float32)
+    out = np.zeros((count, 2), np.float32)
     batches = batcher.eval_batches()
     if progress:
       batches = tqdm.tqdm(batches, total=batcher.num_eval_batches(), desc="classifying",
@@ -234,8 +261,8 @@ class SentimentTask(Task):
       logits, _ = self._forward(params, batch["tokens"], batch["lengths"], None,
                                 batch.get("bigrams"))  # (b, 2)
       real = batch["weight"] > 0
-      out[batch["index"][real]] = np.asarray(jax.nn.softmax(logits, axis=-1))[real]
-    return rows, out
+      out[batch["index"][real]] = np.asarray(logits, np.float32)[real]
+    return out
 
   def draw_heatmap(self, prediction: Prediction, path: str) -> str:
     """Saves the prediction's attention as a PNG heatmap with the words on the axes."""
