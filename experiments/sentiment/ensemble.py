@@ -2,11 +2,12 @@
 
     python -m experiments.sentiment.ensemble --workdir runs/imdb_self/student \
         --out runs/imdb_self/student/ensemble.json [--max-n 3] [--costs 0.1 0.3 1] \
-        [--checkpoint best] [--data-dir DIR]
+        [--train-on labelled all] [--checkpoint best] [--data-dir DIR]
 
 Reads the run's data exactly as the run was trained (its protocol, vocabulary, and for a
 self-training student its pseudo-labelled reviews), fits NBSVM (nbsvm.py) on the run's training
-split for each cost and keeps the cost with the best dev accuracy, then blends the two models'
+reviews for each cost (for a student: on its labelled reviews, and on all of them with the
+pseudo-labelled ones) and keeps the fit with the best dev accuracy, then blends the two models'
 log-odds of 'positive':
 
   z = w * z_nbsvm / s_nbsvm + (1 - w) * z_run / s_run
@@ -81,9 +82,20 @@ def _scale(log_odds: np.ndarray, name: str) -> float:
   return scale
 
 
-def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float], seed: int = 0,
+def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
+                 train_on: Sequence[str] = ("labelled", "all"), seed: int = 0,
                  console: Console | None = None) -> dict[str, Any]:
   """Fits NBSVM on the run's training split, chooses its cost and the blend on dev, scores test.
+
+  Args:
+    run: a trained sentiment run.
+    max_n: the longest n-gram.
+    costs: liblinear's C values to try.
+    train_on: which training reviews NBSVM may learn from: 'labelled' (IMDB's), 'all' (with a
+      self-training student's pseudo-labelled ones; the same as 'labelled' for other runs); each
+      is fitted with every cost, and dev chooses among all the fits.
+    seed: liblinear's random state.
+    console: where the progress notes go.
 
   Returns:
     the record written by the command (see the module docstring).
@@ -96,29 +108,40 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float], seed: int = 
                      f"run was trained on")
   ids = {split: data.splits[split].sequences["tokens"] for split in ("train", "dev", "test")}
   labels = {split: np.asarray(data.splits[split].scalars["label"]) for split in ids}
+  # A self-training student's training split is its labelled reviews, then the pseudo-labelled.
+  pseudo = data.report.get("train", {}).get("pseudo_labelled", {}).get("kept", 0)
+  sizes = {"labelled": len(ids["train"]) - pseudo, "all": len(ids["train"])}
+  unknown = [name for name in train_on if name not in sizes]
+  if unknown:
+    raise ValueError(f"train_on: unknown names {unknown}; known names are {sorted(sizes)}")
+  if not pseudo:  # no pseudo-labelled reviews: 'all' is 'labelled'
+    train_on = ["labelled"]
 
-  started = time.perf_counter()
-  vectorizer, train_features = binary_features(ids["train"], max_n)
-  features = {"dev": vectorizer.transform(list(ids["dev"])),
-              "test": vectorizer.transform(list(ids["test"]))}
-  count_s = time.perf_counter() - started
-  console.note(f"{train_features.shape[1]:,} n-grams (n <= {max_n}) in {len(ids['train']):,} "
-               f"training reviews, counted in {count_s:.0f} s")
-
-  per_cost, fitted = [], {}
-  for cost in costs:
+  per_fit, fitted, count_s = [], {}, {}
+  for name in dict.fromkeys(train_on):
     started = time.perf_counter()
-    model = NBSVM.fit(ids["train"], labels["train"], max_n=max_n, cost=cost, seed=seed,
-                      features=train_features, vectorizer=vectorizer)
-    scores = {split: model.scores(features[split]) for split in ("dev", "test")}
-    fitted[cost] = scores
-    per_cost.append({"cost": cost, "dev_accuracy": accuracy(scores["dev"], labels["dev"]),
-                     "test_accuracy": accuracy(scores["test"], labels["test"]),
-                     "fit_s": round(time.perf_counter() - started, 1)})
-    console.note(f"NBSVM C={cost:g}: dev {per_cost[-1]['dev_accuracy']:.4f}  "
-                 f"test {per_cost[-1]['test_accuracy']:.4f}")
-  chosen = max(per_cost, key=lambda row: row["dev_accuracy"])  # the first of the best
-  nbsvm = fitted[chosen["cost"]]
+    vectorizer, train_features = binary_features(
+        [ids["train"][i] for i in range(sizes[name])], max_n)
+    features = {"dev": vectorizer.transform(list(ids["dev"])),
+                "test": vectorizer.transform(list(ids["test"]))}
+    count_s[name] = round(time.perf_counter() - started, 1)
+    console.note(f"{train_features.shape[1]:,} n-grams (n <= {max_n}) in the {sizes[name]:,} "
+                 f"{name} training reviews, counted in {count_s[name]:.0f} s")
+    for cost in costs:
+      started = time.perf_counter()
+      model = NBSVM.from_features(train_features, vectorizer, labels["train"][:sizes[name]],
+                                  max_n=max_n, cost=cost, seed=seed)
+      scores = {split: model.scores(features[split]) for split in ("dev", "test")}
+      fitted[name, cost] = scores
+      per_fit.append({"train_on": name, "train_reviews": sizes[name],
+                      "features": int(train_features.shape[1]), "cost": cost,
+                      "dev_accuracy": accuracy(scores["dev"], labels["dev"]),
+                      "test_accuracy": accuracy(scores["test"], labels["test"]),
+                      "fit_s": round(time.perf_counter() - started, 1)})
+      console.note(f"NBSVM on {name} reviews, C={cost:g}: dev {per_fit[-1]['dev_accuracy']:.4f}"
+                   f"  test {per_fit[-1]['test_accuracy']:.4f}")
+  chosen = max(per_fit, key=lambda row: row["dev_accuracy"])  # the first of the best
+  nbsvm = fitted[chosen["train_on"], chosen["cost"]]
 
   started = time.perf_counter()
   run_log_odds = {}
@@ -137,8 +160,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float], seed: int = 
       "reviews": {split: len(ids[split]) for split in ids},
       "run_alone": {f"{split}_accuracy": accuracy(run_log_odds[split], labels[split])
                     for split in ("dev", "test")},
-      "nbsvm": {"max_n": max_n, "features": int(train_features.shape[1]), "costs": per_cost,
-                "chosen_cost": chosen["cost"], "count_s": round(count_s, 1)},
+      "nbsvm": {"max_n": max_n, "fits": per_fit, "chosen": chosen, "count_s": count_s},
       "ensemble": {"weight": weight, "scales": {"run": scales[0], "nbsvm": scales[1]},
                    "dev_accuracy": accuracy(blended["dev"], labels["dev"]),
                    "test_accuracy": accuracy(blended["test"], labels["test"]),
@@ -160,6 +182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--max-n", type=int, default=3, help="the longest n-gram (default 3)")
   parser.add_argument("--costs", type=float, nargs="+", default=[0.1, 0.3, 1.0],
                       help="liblinear's C values tried, the best by dev kept")
+  parser.add_argument("--train-on", nargs="+", choices=("labelled", "all"),
+                      default=["labelled", "all"],
+                      help="NBSVM's training reviews: IMDB's labelled ones, and/or all of the "
+                           "run's (with a self-training student's pseudo-labelled ones); dev "
+                           "chooses (default: both)")
   parser.add_argument("--seed", type=int, default=0, help="liblinear's random state")
   return run_command(parser, _write, argv)
 
@@ -175,7 +202,7 @@ def _write(args: argparse.Namespace, console: Console) -> int:
   if run.config.experiment != "sentiment":
     raise UsageError(f"{args.workdir} is a {run.config.experiment!r} run; the ensemble needs a "
                      f"sentiment run")
-  record = ensemble_run(run, args.max_n, args.costs, args.seed, console)
+  record = ensemble_run(run, args.max_n, args.costs, args.train_on, args.seed, console)
   folder = os.path.dirname(os.path.abspath(args.out))
   os.makedirs(folder, exist_ok=True)
   with open(args.out, "w") as f:
@@ -183,7 +210,9 @@ def _write(args: argparse.Namespace, console: Console) -> int:
   alone, ens = record["run_alone"], record["ensemble"]
   console.note(f"{record['model']} alone: dev {alone['dev_accuracy']:.4f}  "
                f"test {alone['test_accuracy']:.4f}")
-  console.note(f"blend w={ens['weight']:.2f} (NBSVM C={record['nbsvm']['chosen_cost']:g}): "
+  chosen = record["nbsvm"]["chosen"]
+  console.note(f"blend w={ens['weight']:.2f} (NBSVM on {chosen['train_on']} reviews, "
+               f"C={chosen['cost']:g}): "
                f"dev {ens['dev_accuracy']:.4f}  test {ens['test_accuracy']:.4f}")
   console.note(f"written to {args.out}")
   return 0

@@ -84,9 +84,7 @@ class NBSVM:
 
   @classmethod
   def fit(cls, reviews: Sequence[Sequence[int]], labels: np.ndarray, *, max_n: int = 3,
-          cost: float = 1.0, alpha: float = 1.0, seed: int = 0,
-          features: scipy.sparse.spmatrix | None = None,
-          vectorizer: CountVectorizer | None = None) -> NBSVM:
+          cost: float = 1.0, alpha: float = 1.0, seed: int = 0) -> NBSVM:
     """Fits the n-gram vocabulary, the NB ratio and the logistic regression.
 
     Args:
@@ -96,21 +94,22 @@ class NBSVM:
       cost: liblinear's C (the inverse of the L2 penalty's strength).
       alpha: the NB smoothing.
       seed: liblinear's random state (its dual solver visits examples in a random order).
-      features, vectorizer: the binary features (N, F) of `reviews` and the vectorizer that made
-        them, from an earlier fit (`binary_features`), to fit another cost without counting the
-        n-grams again; both or neither.
 
     Returns:
       the fitted NBSVM.
     """
-    if max_n < 1:
-      raise ValueError(f"max_n must be at least 1, got {max_n}")
+    vectorizer, features = binary_features(reviews, max_n)
+    return cls.from_features(features, vectorizer, labels, max_n=max_n, cost=cost, alpha=alpha,
+                             seed=seed)
+
+  @classmethod
+  def from_features(cls, features: scipy.sparse.spmatrix, vectorizer: CountVectorizer,
+                    labels: np.ndarray, *, max_n: int, cost: float = 1.0, alpha: float = 1.0,
+                    seed: int = 0) -> NBSVM:
+    """As `fit`, from the binary features (N, F) of the training reviews and the vectorizer that
+    made them (`binary_features(reviews, max_n)`), so that several costs share one counting."""
     if cost <= 0:
       raise ValueError(f"cost must be positive, got {cost}")
-    if (features is None) != (vectorizer is None):
-      raise ValueError("features and vectorizer come together (from binary_features), or neither")
-    if features is None:
-      vectorizer, features = binary_features(reviews, max_n)
     ratio = nb_log_count_ratio(features, labels, alpha)
     classifier = LogisticRegression(C=cost, solver="liblinear", dual=True, max_iter=1000,
                                     random_state=seed)
@@ -133,6 +132,8 @@ class NBSVM:
 def binary_features(reviews: Sequence[Sequence[int]], max_n: int
                     ) -> tuple[CountVectorizer, scipy.sparse.csr_matrix]:
   """The n-gram vocabulary of `reviews` and their binary bags (N, F), float32 CSR."""
+  if max_n < 1:
+    raise ValueError(f"max_n must be at least 1, got {max_n}")
   if not len(reviews):
     raise ValueError("reviews: need at least one training review")
   vectorizer = CountVectorizer(analyzer=lambda ids: word_ngrams(ids, max_n), binary=True,

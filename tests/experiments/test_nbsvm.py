@@ -15,6 +15,7 @@ from experiments import runs
 from experiments import trainer
 from experiments.sentiment import configs
 from experiments.sentiment import ensemble
+from experiments.sentiment import pseudo_label
 from experiments.sentiment.nbsvm import NBSVM
 from experiments.sentiment.nbsvm import binary_features
 from experiments.sentiment.nbsvm import nb_log_count_ratio
@@ -83,13 +84,13 @@ def test_nbsvm_reuses_features_and_checks_their_width():
   reviews, labels = _order_reviews(57, seed=2)
   vectorizer, features = binary_features(reviews, 2)
   assert features.shape[0] == 57 and set(np.unique(features.data)) == {1.0}
-  again = NBSVM.fit(reviews, labels, max_n=2, cost=0.3, features=features, vectorizer=vectorizer)
+  again = NBSVM.from_features(features, vectorizer, labels, max_n=2, cost=0.3)
   fresh = NBSVM.fit(reviews, labels, max_n=2, cost=0.3)
   np.testing.assert_allclose(again.log_odds(reviews), fresh.log_odds(reviews), rtol=1e-9)
   with pytest.raises(ValueError, match="expected .* columns"):
     again.scores(features[:, :-1])
-  with pytest.raises(ValueError, match="features and vectorizer come together"):
-    NBSVM.fit(reviews, labels, features=features)
+  with pytest.raises(ValueError, match="cost must be positive"):
+    NBSVM.from_features(features, vectorizer, labels, max_n=2, cost=0.0)
   with pytest.raises(ValueError, match="max_n must be at least 1"):
     NBSVM.fit(reviews, labels, max_n=0)
   with pytest.raises(ValueError, match="at least one training review"):
@@ -147,11 +148,12 @@ def test_the_ensemble_command_scores_the_run_nbsvm_and_their_blend(sample_run, c
   for split in ("dev", "test"):
     engine = trainer.evaluate(run.task, run.params, split, extra=False)["accuracy"]
     assert record["run_alone"][f"{split}_accuracy"] == pytest.approx(engine, abs=1e-6)
-  costs = record["nbsvm"]["costs"]
-  assert [row["cost"] for row in costs] == [0.1, 1.0]
-  best = max(costs, key=lambda row: row["dev_accuracy"])
-  assert record["nbsvm"]["chosen_cost"] == best["cost"]
-  assert record["nbsvm"]["max_n"] == 2 and record["nbsvm"]["features"] > 1000
+  fits = record["nbsvm"]["fits"]  # a run without pseudo-labels: its labelled reviews only
+  assert [(row["train_on"], row["cost"]) for row in fits] == [("labelled", 0.1), ("labelled", 1.0)]
+  assert all(row["train_reviews"] == data.num_examples("train") for row in fits)
+  best = max(fits, key=lambda row: row["dev_accuracy"])
+  assert record["nbsvm"]["chosen"] == best
+  assert record["nbsvm"]["max_n"] == 2 and best["features"] > 1000
   # The blend's end points are the two models alone; the chosen weight is a best one on dev.
   by_weight = record["ensemble"]["dev_accuracy_by_weight"]
   assert by_weight["0.0"] == record["run_alone"]["dev_accuracy"]
@@ -162,6 +164,32 @@ def test_the_ensemble_command_scores_the_run_nbsvm_and_their_blend(sample_run, c
   assert best["test_accuracy"] > 0.6
   err = capsys.readouterr().err
   assert "blend w=" in err and f"written to {out}" in err
+
+
+@pytest.mark.usefixtures("quick_compiles")
+def test_a_students_nbsvm_learns_from_its_labelled_reviews_or_from_all(sample_run, capsys):
+  root, teacher = sample_run
+  labels_file = str(root / "pseudo.npz")
+  assert pseudo_label.main(["--workdir", teacher, "--out", labels_file]) == 0
+  cfg = runs.load_config(teacher)
+  cfg = config_lib.override(cfg, ["--data.pseudo_labels", labels_file,
+                                  "--data.pseudo_min_probability", "0.5", "--train.num_steps=2"])
+  student = str(root / "student")
+  trainer.train(SentimentTask(cfg), cfg, student)
+  out = root / "student_ensemble.json"
+  assert ensemble.main(["--workdir", student, "--out", str(out), "--max-n", "2",
+                        "--costs", "1"]) == 0
+  record = json.loads(out.read_text())
+  data = runs.load_run(student).task.data
+  pseudo = data.report["train"]["pseudo_labelled"]["kept"]
+  assert pseudo > 100  # the sample's 300 unlabelled reviews, all of them at 0.5
+  labelled = data.num_examples("train") - pseudo
+  assert labelled == runs.load_run(teacher).task.data.num_examples("train")
+  fits = record["nbsvm"]["fits"]
+  assert [(row["train_on"], row["train_reviews"]) for row in fits] == [
+      ("labelled", labelled), ("all", labelled + pseudo)]
+  assert fits[1]["features"] > fits[0]["features"]  # the unlabelled reviews bring new n-grams
+  assert "NBSVM on all reviews" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flags, message", [
