@@ -85,7 +85,7 @@ def _scale(log_odds: np.ndarray, name: str) -> float:
 def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                  train_on: Sequence[str] = ("labelled", "all"), seed: int = 0,
                  console: Console | None = None) -> dict[str, Any]:
-  """Fits NBSVM on the run's training split, chooses its cost and the blend on dev, scores test.
+  """Fits NBSVM on the run's training reviews, chooses the fit and the blend on dev, scores test.
 
   Args:
     run: a trained sentiment run.
@@ -100,6 +100,9 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   Returns:
     the record written by the command (see the module docstring).
   """
+  if not costs or not train_on:
+    raise ValueError(f"need at least one cost and one set of training reviews, got costs "
+                     f"{list(costs)} and train_on {list(train_on)}")
   console = console or Console()
   data = run.task.data
   if data.vocab != run.task.vocab:
@@ -140,6 +143,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                       "fit_s": round(time.perf_counter() - started, 1)})
       console.note(f"NBSVM on {name} reviews, C={cost:g}: dev {per_fit[-1]['dev_accuracy']:.4f}"
                    f"  test {per_fit[-1]['test_accuracy']:.4f}")
+    del model, vectorizer, train_features, features  # the n-gram vocabulary takes gigabytes
   chosen = max(per_fit, key=lambda row: row["dev_accuracy"])  # the first of the best
   nbsvm = fitted[chosen["train_on"], chosen["cost"]]
 
