@@ -135,9 +135,9 @@ def transformer_cpu() -> config_lib.Config:
   512, 2 + 2 pre-norm layers, dropout 0.1, shared tied embeddings; batch 128, Adam (0.9, 0.98)
   with 400 warm-up steps to 2e-3 (the rate of the translation experiment's transformer_cpu of
   the same size) then cosine decay to 2e-4, clipping 5.0; 13,000 steps (2.42 epochs of the
-  seed-0 shuffle). The same recipe over 9,000 steps (both cores of a 2-core AMD EPYC,
-  2026-11-25): test perplexity 41.94 in 56 minutes, still falling at the end; docs/RESULTS.md,
-  "Chinese couplets", has both runs."""
+  seed-0 shuffle). Measured (both cores of a 2-core Intel Xeon, 2026-11-25): test perplexity
+  38.76 in 75.7 minutes; over 9,000 steps (AMD EPYC) it was 41.94 in 56 minutes. Both runs are in
+  docs/RESULTS.md, "Chinese couplets"."""
   return _run(_transformer(model_dim=128, num_heads=4, ffn_hidden=512, num_encoder_layers=2,
                             num_decoder_layers=2),
               _cpu_train(13000),
