@@ -16,8 +16,23 @@ import argparse
 from experiments import plots
 from experiments import runs
 from experiments.console import Console
+from experiments.console import UsageError
 from experiments.console import input_errors
 from experiments.sentiment.task import Prediction
+
+
+def load_sentiment_run(workdir: str, checkpoint: str, data_dir: str | None,
+                       purpose: str) -> runs.Run:
+  """runs.load_run for a command that needs a sentiment run; a UsageError (naming `purpose`, e.g.
+  'pseudo-labels') for a missing run or one of another experiment."""
+  try:
+    run = runs.load_run(workdir, checkpoint, data_dir)
+  except FileNotFoundError as e:
+    raise UsageError(str(e)) from e
+  if run.config.experiment != "sentiment":
+    raise UsageError(f"{workdir} is a {run.config.experiment!r} run; {purpose} need a "
+                     f"sentiment run")
+  return run
 
 
 def format_prediction(prediction: Prediction) -> list[str]:

@@ -36,6 +36,7 @@ from experiments.cli import checkpoint_choice
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import run_command
+from experiments.sentiment.cli import load_sentiment_run
 from experiments.sentiment.nbsvm import NBSVM
 from experiments.sentiment.nbsvm import binary_features
 
@@ -199,13 +200,7 @@ def _write(args: argparse.Namespace, console: Console) -> int:
   if args.max_n < 1 or any(c <= 0 for c in args.costs):
     raise UsageError(f"--max-n must be at least 1 and every --costs value positive, got "
                      f"{args.max_n} and {args.costs}")
-  try:
-    run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
-  except FileNotFoundError as e:
-    raise UsageError(str(e)) from e
-  if run.config.experiment != "sentiment":
-    raise UsageError(f"{args.workdir} is a {run.config.experiment!r} run; the ensemble needs a "
-                     f"sentiment run")
+  run = load_sentiment_run(args.workdir, args.checkpoint, args.data_dir, "ensembles")
   record = ensemble_run(run, args.max_n, args.costs, args.train_on, args.seed, console)
   folder = os.path.dirname(os.path.abspath(args.out))
   os.makedirs(folder, exist_ok=True)

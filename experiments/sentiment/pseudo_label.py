@@ -26,6 +26,7 @@ from experiments.cli import checkpoint_choice
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import run_command
+from experiments.sentiment.cli import load_sentiment_run
 from pipelines import datasets
 from pipelines import pseudo_labels as pseudo_lib
 from pipelines.tasks import read_records
@@ -78,13 +79,7 @@ def _write(args: argparse.Namespace, console: Console) -> int:
   if args.batch_size < 1 or (args.limit is not None and args.limit < 1):
     raise UsageError(f"--batch-size and --limit must be at least 1, got {args.batch_size} and "
                      f"{args.limit}")
-  try:
-    run = runs.load_run(args.workdir, args.checkpoint)
-  except FileNotFoundError as e:
-    raise UsageError(str(e)) from e
-  if run.config.experiment != "sentiment":
-    raise UsageError(f"{args.workdir} is a {run.config.experiment!r} run; pseudo-labels need a "
-                     f"sentiment run")
+  run = load_sentiment_run(args.workdir, args.checkpoint, None, "pseudo-labels")
   source = args.data_dir if args.data_dir is not None else run.config.data_dir
   records = read_records(datasets.load("imdb", SPLIT, source=source,
                                        data_dir=run.config.data.prepared_dir))

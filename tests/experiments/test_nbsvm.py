@@ -13,7 +13,6 @@ import scipy.sparse
 from experiments import config as config_lib
 from experiments import runs
 from experiments import trainer
-from experiments.sentiment import configs
 from experiments.sentiment import ensemble
 from experiments.sentiment import pseudo_label
 from experiments.sentiment.nbsvm import NBSVM
@@ -21,6 +20,7 @@ from experiments.sentiment.nbsvm import binary_features
 from experiments.sentiment.nbsvm import nb_log_count_ratio
 from experiments.sentiment.nbsvm import word_ngrams
 from experiments.sentiment.task import SentimentTask
+from _sample_runs import train_sample_ngram_run
 
 
 def test_word_ngrams_lists_unigrams_then_longer_ones_by_position():
@@ -122,14 +122,7 @@ def test_choose_weight_breaks_ties_towards_an_even_blend():
 def sample_run(tmp_path_factory):
   """A briefly trained ngram_attn run on the shipped IMDB sample (reviews cut to 64 tokens)."""
   root = tmp_path_factory.mktemp("ensemble")
-  cfg = configs.CONFIGS["ngram_attn"]()
-  cfg.experiment, cfg.model_name = "sentiment", "ngram_attn"
-  cfg = config_lib.override(cfg, [
-      "--model.embed_dim=8", "--data.max_len=64", "--data.boundaries", "21", "64",
-      "--data.prepared_dir", str(root / "data"), "--train.num_steps=6",
-      "--train.batch_size=32", "--train.progress_bar=False"])
-  workdir = str(root / "run")
-  trainer.train(SentimentTask(cfg), cfg, workdir)
+  workdir = train_sample_ngram_run(root, max_len=64, boundaries=(21, 64), steps=6)
   return root, workdir
 
 

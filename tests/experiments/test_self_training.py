@@ -6,12 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from experiments import config as config_lib
 from experiments import runs
-from experiments import trainer
-from experiments.sentiment import configs
 from experiments.sentiment import pseudo_label
-from experiments.sentiment.task import SentimentTask
+from _sample_runs import train_sample_ngram_run
 from pipelines import datasets
 from pipelines import pseudo_labels as pseudo_lib
 from pipelines.tasks import SentimentData
@@ -25,14 +22,7 @@ pytestmark = pytest.mark.usefixtures("quick_compiles")
 def teacher(tmp_path_factory):
   """A briefly trained ngram_attn run on the sample (reviews cut to 48 tokens)."""
   root = tmp_path_factory.mktemp("self_training")
-  cfg = configs.CONFIGS["ngram_attn"]()
-  cfg.experiment, cfg.model_name = "sentiment", "ngram_attn"
-  cfg = config_lib.override(cfg, [
-      "--model.embed_dim=8", "--data.max_len=48", "--data.boundaries", "13", "48",
-      "--data.prepared_dir", str(root / "data"), "--train.num_steps=3",
-      "--train.batch_size=32", "--train.progress_bar=False"])
-  workdir = str(root / "teacher")
-  trainer.train(SentimentTask(cfg), cfg, workdir)
+  workdir = train_sample_ngram_run(root, max_len=48, boundaries=(13, 48), steps=3)
   return root, workdir
 
 
