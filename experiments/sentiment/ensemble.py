@@ -1,27 +1,35 @@
-"""A trained sentiment run together with NBSVM on its own data, the blend chosen by dev accuracy.
+"""A trained sentiment run blended with NBSVM and paragraph vectors on its own data, by dev accuracy.
 
     python -m experiments.sentiment.ensemble --workdir runs/imdb_self/student \
         --out runs/imdb_self/student/ensemble.json [--max-n 3] [--costs 0.1 0.3 1] \
-        [--train-on labelled all] [--checkpoint best] [--data-dir DIR]
+        [--train-on labelled all] [--pv-epochs 10] [--pv-dim 100] [--pv-workers 2] \
+        [--checkpoint best] [--data-dir DIR]
 
 Reads the run's data exactly as the run was trained (its protocol, vocabulary, and for a
-self-training student its pseudo-labelled reviews), fits NBSVM (nbsvm.py) on the run's training
-reviews for each cost (for a student: on its labelled reviews, and on all of them with the
-pseudo-labelled ones) and keeps the fit with the best dev accuracy, then blends the two models'
-log-odds of 'positive':
+self-training student its pseudo-labelled reviews) and fits two more models on it:
 
-  z = w * z_nbsvm / s_nbsvm + (1 - w) * z_run / s_run
+- NBSVM (nbsvm.py) on the run's training reviews for each cost (for a student: on its labelled
+  reviews, and on all of them with the pseudo-labelled ones);
+- paragraph vectors (paragraph_vectors.py; `--pv-epochs 0` leaves them out): PV-DBOW learns a
+  vector for each labelled training review and each of IMDB's unlabelled reviews, logistic
+  regression on the labelled ones' vectors for each C of PV_COSTS.
 
-with s the standard deviation of each model's log-odds over dev (so that w weighs like with like)
-and w in 0, 0.05, .., 1 chosen by dev accuracy (ties: the w closest to 0.5). Only dev chooses;
-test is scored once per choice and written beside it. The result (accuracies of the run alone,
-each NBSVM cost, and the blend on dev and test; sizes and times) goes to --out as JSON and a
-summary to stderr.
+Of each model the fit with the best dev accuracy is kept; then the models' log-odds of 'positive'
+are blended:
+
+  z = sum over models m of w_m * z_m / s_m
+
+with s_m the standard deviation of model m's log-odds over dev (so that the weights weigh like
+with like) and the weights w, multiples of 0.05 summing to 1, chosen by dev accuracy (ties: the
+weights closest to equal, then those giving the run the most). Only dev chooses; test is scored
+once per choice and written beside it. The result (accuracies of the run alone, of each fit and
+of the blend on dev and test; sizes and times) goes to --out as JSON and a summary to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -39,8 +47,15 @@ from experiments.console import run_command
 from experiments.sentiment.cli import load_sentiment_run
 from experiments.sentiment.nbsvm import NBSVM
 from experiments.sentiment.nbsvm import binary_features
+from experiments.sentiment.paragraph_vectors import PVClassifier
+from experiments.sentiment.paragraph_vectors import PVConfig
+from experiments.sentiment.paragraph_vectors import infer_vectors
+from experiments.sentiment.paragraph_vectors import train_vectors
+from pipelines import datasets
+from pipelines.tasks import read_records
 
-WEIGHTS = np.round(np.linspace(0.0, 1.0, 21), 2)  # the blend weights w tried on dev
+STEP = 0.05  # the blend weights are multiples of STEP that sum to 1
+PV_COSTS = (0.01, 0.1, 1.0)  # the logistic regression's C on paragraph vectors, dev chooses
 
 
 def accuracy(log_odds: np.ndarray, labels: np.ndarray) -> float:
@@ -49,53 +64,85 @@ def accuracy(log_odds: np.ndarray, labels: np.ndarray) -> float:
   return float(np.mean((np.asarray(log_odds) > 0).astype(np.int64) == np.asarray(labels)))
 
 
-def choose_weight(dev_a: np.ndarray, dev_b: np.ndarray, dev_labels: np.ndarray,
-                  weights: np.ndarray = WEIGHTS) -> tuple[float, list[float]]:
-  """The weight w of b in w * b / s_b + (1 - w) * a / s_a with the best dev accuracy.
+def weight_grid(models: int, step: float = STEP) -> list[tuple[float, ...]]:
+  """Every weight vector of `models` non-negative multiples of `step` summing to 1, the first
+  model's weight descending: weight_grid(2, 0.5) == [(1.0, 0.0), (0.5, 0.5), (0.0, 1.0)]."""
+  parts = round(1 / step)
+  if models < 1 or parts < 1 or not np.isclose(parts * step, 1.0):
+    raise ValueError(f"need at least one model and a step that divides 1, got {models} models "
+                     f"and step {step}")
+
+  def compositions(total: int, slots: int):
+    if slots == 1:
+      yield (total,)
+      return
+    for first in range(total, -1, -1):
+      for rest in compositions(total - first, slots - 1):
+        yield (first,) + rest
+
+  return [tuple(round(k * step, 10) for k in counts) for counts in compositions(parts, models)]
+
+
+def choose_weights(dev_log_odds: dict[str, np.ndarray], dev_labels: np.ndarray,
+                   step: float = STEP) -> tuple[dict[str, float], list[list[float]]]:
+  """The blend sum_m w_m * z_m / s_m with the best dev accuracy, w on weight_grid.
 
   Args:
-    dev_a, dev_b: (N,) the two models' log-odds on dev.
+    dev_log_odds: each model's log-odds z_m on dev, (N,) each, in the order of preference.
     dev_labels: (N,) 0/1.
-    weights: the candidate w, ascending.
+    step: the grid's spacing.
 
   Returns:
-    (the chosen w: of the best ones, the closest to 0.5, the smaller on a tie; the dev accuracy
-    of every candidate, in order).
+    (the chosen weights by model: of the best ones, those closest to equal weights, and of
+    those the one that gives the earlier models the most weight; every candidate as
+    [w_1, .., w_M, dev accuracy], in weight_grid's order).
   """
-  scale_a, scale_b = _scale(dev_a, "dev_a"), _scale(dev_b, "dev_b")
-  scores = [accuracy(blend(dev_a, dev_b, w, scale_a, scale_b), dev_labels) for w in weights]
-  best = max(scores)
-  tied = [w for w, s in zip(weights, scores) if s == best]
-  return float(min(tied, key=lambda w: (abs(w - 0.5), w))), scores
+  names = list(dev_log_odds)
+  scales = {name: scale(dev_log_odds[name], name) for name in names}
+  curve = []
+  for weights in weight_grid(len(names), step):
+    blended = blend(dev_log_odds, dict(zip(names, weights)), scales)
+    curve.append([*weights, accuracy(blended, dev_labels)])
+  best = max(row[-1] for row in curve)
+  even = 1.0 / len(names)
+  chosen = min((row for row in curve if row[-1] == best),
+               key=lambda row: (round(sum((w - even) ** 2 for w in row[:-1]), 9),
+                                [-w for w in row[:-1]]))
+  return dict(zip(names, chosen[:-1])), curve
 
 
-def blend(a: np.ndarray, b: np.ndarray, weight: float, scale_a: float,
-          scale_b: float) -> np.ndarray:
-  """w * b / scale_b + (1 - w) * a / scale_a."""
-  return weight * np.asarray(b) / scale_b + (1.0 - weight) * np.asarray(a) / scale_a
+def blend(log_odds: dict[str, np.ndarray], weights: dict[str, float],
+          scales: dict[str, float]) -> np.ndarray:
+  """sum over models m of weights[m] * log_odds[m] / scales[m]."""
+  return sum(weights[name] * np.asarray(log_odds[name], np.float64) / scales[name]
+             for name in log_odds)
 
 
-def _scale(log_odds: np.ndarray, name: str) -> float:
-  scale = float(np.std(log_odds))
-  if not np.isfinite(scale) or scale == 0:
-    raise ValueError(f"{name}: the log-odds on dev have no spread (std {scale}), so they cannot "
-                     f"be weighed against the other model's")
-  return scale
+def scale(log_odds: np.ndarray, name: str) -> float:
+  """The standard deviation of a model's log-odds (over dev), which puts models on one scale."""
+  value = float(np.std(log_odds))
+  if not np.isfinite(value) or value == 0:
+    raise ValueError(f"{name}: the log-odds on dev have no spread (std {value}), so they cannot "
+                     f"be weighed against the other models'")
+  return value
 
 
 def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                  train_on: Sequence[str] = ("labelled", "all"), seed: int = 0,
-                 console: Console | None = None) -> dict[str, Any]:
-  """Fits NBSVM on the run's training reviews, chooses the fit and the blend on dev, scores test.
+                 pv: PVConfig | None = PVConfig(), console: Console | None = None
+                 ) -> dict[str, Any]:
+  """Fits NBSVM (and paragraph vectors) on the run's data, chooses fits and blend on dev, scores
+  test.
 
   Args:
     run: a trained sentiment run.
-    max_n: the longest n-gram.
+    max_n: NBSVM's longest n-gram.
     costs: liblinear's C values to try.
     train_on: which training reviews NBSVM may learn from: 'labelled' (IMDB's), 'all' (with a
       self-training student's pseudo-labelled ones; the same as 'labelled' for other runs); each
       is fitted with every cost, and dev chooses among all the fits.
     seed: liblinear's random state.
+    pv: the paragraph vectors' settings; None leaves them out of the blend.
     console: where the progress notes go.
 
   Returns:
@@ -121,6 +168,48 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   if not pseudo:  # no pseudo-labelled reviews: 'all' is 'labelled'
     train_on = ["labelled"]
 
+  scores = {}  # model -> split -> (N,) log-odds
+  nbsvm_record, scores["nbsvm"] = _fit_nbsvm(ids, labels, sizes, max_n, costs, train_on, seed,
+                                             console)
+  if pv is not None:
+    unlabelled = _unlabelled_reviews(run, console)
+    pv_record, scores["paragraph_vectors"] = _fit_paragraph_vectors(
+        ids, labels, sizes["labelled"], unlabelled, pv, console)
+
+  started = time.perf_counter()
+  scores["run"] = {}
+  for split in ("dev", "test"):
+    logits = run.task.split_logits(run.params, split)  # (N, 2)
+    scores["run"][split] = logits[:, 1].astype(np.float64) - logits[:, 0]
+  run_s = time.perf_counter() - started
+
+  names = ["run", "nbsvm"] + (["paragraph_vectors"] if pv is not None else [])
+  weights, dev_curve = choose_weights({name: scores[name]["dev"] for name in names},
+                                      labels["dev"])
+  scales = {name: scale(scores[name]["dev"], name) for name in names}
+  blended = {split: blend({name: scores[name][split] for name in names}, weights, scales)
+             for split in ("dev", "test")}
+  record = {
+      "run": run.workdir, "model": run.config.model_name, "checkpoint": run.checkpoint,
+      "step": run.step, "protocol": run.config.data.protocol,
+      "reviews": {split: len(ids[split]) for split in ids},
+      "run_alone": {f"{split}_accuracy": accuracy(scores["run"][split], labels[split])
+                    for split in ("dev", "test")},
+      "nbsvm": nbsvm_record,
+      **({"paragraph_vectors": pv_record} if pv is not None else {}),
+      "ensemble": {"models": names, "weights": weights, "scales": scales,
+                   "dev_accuracy": accuracy(blended["dev"], labels["dev"]),
+                   "test_accuracy": accuracy(blended["test"], labels["test"]),
+                   "dev_accuracy_by_weights": dev_curve},
+      "run_scoring_s": round(run_s, 1),
+      "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+  }
+  return record
+
+
+def _fit_nbsvm(ids, labels, sizes, max_n, costs, train_on, seed, console):
+  """NBSVM fitted on each set of training reviews with each cost; (the record of every fit and
+  the dev-chosen one, the chosen fit's log-odds on dev and test)."""
   per_fit, fitted, count_s = [], {}, {}
   for name in dict.fromkeys(train_on):
     started = time.perf_counter()
@@ -135,45 +224,66 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
       started = time.perf_counter()
       model = NBSVM.from_features(train_features, vectorizer, labels["train"][:sizes[name]],
                                   max_n=max_n, cost=cost, seed=seed)
-      scores = {split: model.scores(features[split]) for split in ("dev", "test")}
-      fitted[name, cost] = scores
+      fitted[name, cost] = {split: model.scores(features[split]) for split in ("dev", "test")}
       per_fit.append({"train_on": name, "train_reviews": sizes[name],
                       "features": int(train_features.shape[1]), "cost": cost,
-                      "dev_accuracy": accuracy(scores["dev"], labels["dev"]),
-                      "test_accuracy": accuracy(scores["test"], labels["test"]),
+                      **_accuracies(fitted[name, cost], labels),
                       "fit_s": round(time.perf_counter() - started, 1)})
       console.note(f"NBSVM on {name} reviews, C={cost:g}: dev {per_fit[-1]['dev_accuracy']:.4f}"
                    f"  test {per_fit[-1]['test_accuracy']:.4f}")
     del model, vectorizer, train_features, features  # the n-gram vocabulary takes gigabytes
   chosen = max(per_fit, key=lambda row: row["dev_accuracy"])  # the first of the best
-  nbsvm = fitted[chosen["train_on"], chosen["cost"]]
+  record = {"max_n": max_n, "fits": per_fit, "chosen": chosen, "count_s": count_s}
+  return record, fitted[chosen["train_on"], chosen["cost"]]
 
+
+def _unlabelled_reviews(run: runs.Run, console: Console) -> list[list[int]]:
+  """IMDB's unlabelled reviews, as ids of the run's vocabulary (cut to its max_len); reviews
+  without a word are counted and left out."""
   started = time.perf_counter()
-  run_log_odds = {}
-  for split in ("dev", "test"):
-    logits = run.task.split_logits(run.params, split)  # (N, 2)
-    run_log_odds[split] = logits[:, 1].astype(np.float64) - logits[:, 0]
-  run_s = time.perf_counter() - started
+  records = read_records(datasets.load("imdb", "unsupervised", source=run.config.data_dir,
+                                       data_dir=run.config.data.prepared_dir))
+  reviews, empty = [], 0
+  for record in records:
+    text = record["text"]
+    try:
+      reviews.append(run.task.encode(text.decode("utf-8") if isinstance(text, bytes) else text)[1])
+    except ValueError:  # no word
+      empty += 1
+  console.note(f"{len(reviews):,} unlabelled reviews read in {time.perf_counter() - started:.0f} s"
+               + (f" ({empty} without a word left out)" if empty else ""))
+  return reviews
 
-  weight, dev_curve = choose_weight(run_log_odds["dev"], nbsvm["dev"], labels["dev"])
-  scales = (_scale(run_log_odds["dev"], "run"), _scale(nbsvm["dev"], "nbsvm"))
-  blended = {split: blend(run_log_odds[split], nbsvm[split], weight, *scales)
-             for split in ("dev", "test")}
-  record = {
-      "run": run.workdir, "model": run.config.model_name, "checkpoint": run.checkpoint,
-      "step": run.step, "protocol": run.config.data.protocol,
-      "reviews": {split: len(ids[split]) for split in ids},
-      "run_alone": {f"{split}_accuracy": accuracy(run_log_odds[split], labels[split])
-                    for split in ("dev", "test")},
-      "nbsvm": {"max_n": max_n, "fits": per_fit, "chosen": chosen, "count_s": count_s},
-      "ensemble": {"weight": weight, "scales": {"run": scales[0], "nbsvm": scales[1]},
-                   "dev_accuracy": accuracy(blended["dev"], labels["dev"]),
-                   "test_accuracy": accuracy(blended["test"], labels["test"]),
-                   "dev_accuracy_by_weight": dict(zip(map(float, WEIGHTS), dev_curve))},
-      "run_scoring_s": round(run_s, 1),
-      "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-  }
-  return record
+
+def _fit_paragraph_vectors(ids, labels, labelled, unlabelled, config, console):
+  """PV-DBOW on the labelled training reviews and the unlabelled ones, logistic regression on the
+  labelled vectors for each of PV_COSTS; (the record, the dev-chosen fit's log-odds)."""
+  started = time.perf_counter()
+  texts = [ids["train"][i] for i in range(labelled)] + list(unlabelled)
+  model = train_vectors(texts, config)
+  train_s = time.perf_counter() - started
+  started = time.perf_counter()
+  vectors = {split: infer_vectors(model, list(ids[split])) for split in ("dev", "test")}
+  infer_s = time.perf_counter() - started
+  console.note(f"paragraph vectors ({config.dim}) of {len(texts):,} texts trained in "
+               f"{train_s:.0f} s, dev and test inferred in {infer_s:.0f} s")
+  train_vectors_ = np.stack([model.dv[i] for i in range(labelled)])  # (labelled, D)
+  per_fit, fitted = [], {}
+  for cost in PV_COSTS:
+    classifier = PVClassifier.fit(train_vectors_, labels["train"][:labelled], cost)
+    fitted[cost] = {split: classifier.log_odds(vectors[split]) for split in ("dev", "test")}
+    per_fit.append({"cost": cost, **_accuracies(fitted[cost], labels)})
+    console.note(f"paragraph vectors, C={cost:g}: dev {per_fit[-1]['dev_accuracy']:.4f}  "
+                 f"test {per_fit[-1]['test_accuracy']:.4f}")
+  chosen = max(per_fit, key=lambda row: row["dev_accuracy"])
+  record = {"config": dataclasses.asdict(config), "texts": len(texts), "labelled": labelled,
+            "fits": per_fit, "chosen": chosen, "train_s": round(train_s, 1),
+            "infer_s": round(infer_s, 1)}
+  return record, fitted[chosen["cost"]]
+
+
+def _accuracies(log_odds: dict[str, np.ndarray], labels: dict[str, np.ndarray]) -> dict:
+  return {f"{split}_accuracy": accuracy(log_odds[split], labels[split]) for split in log_odds}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -192,7 +302,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="NBSVM's training reviews: IMDB's labelled ones, and/or all of the "
                            "run's (with a self-training student's pseudo-labelled ones); dev "
                            "chooses (default: both)")
-  parser.add_argument("--seed", type=int, default=0, help="liblinear's random state")
+  parser.add_argument("--seed", type=int, default=0,
+                      help="liblinear's random state and gensim's seed")
+  parser.add_argument("--pv-epochs", type=int, default=PVConfig.epochs,
+                      help=f"paragraph vectors' passes over the texts (default "
+                           f"{PVConfig.epochs}); 0 leaves them out of the blend")
+  parser.add_argument("--pv-dim", type=int, default=PVConfig.dim,
+                      help=f"the paragraph vectors' size (default {PVConfig.dim})")
+  parser.add_argument("--pv-workers", type=int, default=PVConfig.workers,
+                      help=f"gensim's threads (default {PVConfig.workers}; 1 trains "
+                           f"reproducibly)")
   return run_command(parser, _write, argv)
 
 
@@ -200,8 +319,13 @@ def _write(args: argparse.Namespace, console: Console) -> int:
   if args.max_n < 1 or any(c <= 0 for c in args.costs):
     raise UsageError(f"--max-n must be at least 1 and every --costs value positive, got "
                      f"{args.max_n} and {args.costs}")
+  if args.pv_epochs < 0 or args.pv_dim < 1 or args.pv_workers < 1:
+    raise UsageError(f"--pv-epochs must be at least 0 and --pv-dim and --pv-workers at least 1, "
+                     f"got {args.pv_epochs}, {args.pv_dim} and {args.pv_workers}")
+  pv = (PVConfig(dim=args.pv_dim, epochs=args.pv_epochs, workers=args.pv_workers,
+                 seed=args.seed) if args.pv_epochs else None)
   run = load_sentiment_run(args.workdir, args.checkpoint, args.data_dir, "ensembles")
-  record = ensemble_run(run, args.max_n, args.costs, args.train_on, args.seed, console)
+  record = ensemble_run(run, args.max_n, args.costs, args.train_on, args.seed, pv, console)
   folder = os.path.dirname(os.path.abspath(args.out))
   os.makedirs(folder, exist_ok=True)
   with open(args.out, "w") as f:
@@ -210,8 +334,8 @@ def _write(args: argparse.Namespace, console: Console) -> int:
   console.note(f"{record['model']} alone: dev {alone['dev_accuracy']:.4f}  "
                f"test {alone['test_accuracy']:.4f}")
   chosen = record["nbsvm"]["chosen"]
-  console.note(f"blend w={ens['weight']:.2f} (NBSVM on {chosen['train_on']} reviews, "
-               f"C={chosen['cost']:g}): "
+  weights = "  ".join(f"{name} {w:.2f}" for name, w in ens["weights"].items())
+  console.note(f"blend {weights} (NBSVM on {chosen['train_on']} reviews, C={chosen['cost']:g}): "
                f"dev {ens['dev_accuracy']:.4f}  test {ens['test_accuracy']:.4f}")
   console.note(f"written to {args.out}")
   return 0

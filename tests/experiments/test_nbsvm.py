@@ -97,25 +97,47 @@ def test_nbsvm_reuses_features_and_checks_their_width():
     binary_features([], 2)
 
 
-def test_choose_weight_finds_the_blend_that_fixes_both_models():
+def test_weight_grid_lists_every_split_of_one_in_steps():
+  assert ensemble.weight_grid(2, 0.5) == [(1.0, 0.0), (0.5, 0.5), (0.0, 1.0)]
+  grid = ensemble.weight_grid(3, 0.05)
+  assert len(grid) == 231 == len(set(grid))  # C(22, 2) ways to split 20 steps among 3
+  assert all(abs(sum(w) - 1.0) < 1e-9 and min(w) >= 0 for w in grid)
+  assert grid[0] == (1.0, 0.0, 0.0) and grid[-1] == (0.0, 0.0, 1.0)
+  with pytest.raises(ValueError, match="step that divides 1"):
+    ensemble.weight_grid(2, 0.3)
+
+
+def test_choose_weights_finds_the_blend_that_fixes_both_models():
   labels = np.array([1, 0, 1, 0])
   a = np.array([3.0, -3.0, -1.0, 1.0])  # right on the first two only
   b = np.array([-1.0, 1.0, 3.0, -3.0])  # right on the last two only; same spread as a
-  weight, curve = ensemble.choose_weight(a, b, labels)
-  # All four are right for 0.25 < w < 0.75; the w closest to 0.5 of the best is 0.5.
-  assert weight == 0.5
-  assert curve[0] == 0.5 and curve[-1] == 0.5
-  assert all(curve[i] == 1.0 for i in range(6, 15))  # w = 0.30 .. 0.70
+  weights, curve = ensemble.choose_weights({"a": a, "b": b}, labels)
+  # All four are right for 0.25 < w_b < 0.75; of the best, the closest to even is 0.5 / 0.5.
+  assert weights == {"a": 0.5, "b": 0.5}
+  assert [row[:2] for row in curve] == [list(w) for w in ensemble.weight_grid(2)]
+  assert curve[0][-1] == 0.5 and curve[-1][-1] == 0.5  # each alone: two of four
+  assert all(curve[i][-1] == 1.0 for i in range(6, 15))  # w_b = 0.30 .. 0.70
 
 
-def test_choose_weight_breaks_ties_towards_an_even_blend():
+def test_choose_weights_breaks_ties_towards_an_even_blend_then_the_first_model():
   labels = np.array([1, 0, 1, 0])
   a = np.array([2.0, -2.0, 2.0, -2.0])  # always right
-  b = np.array([1.0, -1.0, -1.0, 1.0])  # wrong on the last two: the blend is right for w < 0.5
-  weight, curve = ensemble.choose_weight(a, b, labels)
-  assert weight == 0.45 and curve[9] == 1.0 and curve[10] < 1.0
-  with pytest.raises(ValueError, match="no spread"):
-    ensemble.choose_weight(a, np.ones(4), labels)
+  b = np.array([1.0, -1.0, -1.0, 1.0])  # wrong on the last two: the blend is right for w_b < 0.5
+  weights, curve = ensemble.choose_weights({"a": a, "b": b}, labels)
+  assert weights == {"a": 0.55, "b": 0.45}
+  assert curve[11] == [0.45, 0.55, 0.5] and curve[9] == [0.55, 0.45, 1.0]
+  # With a copy of a, every w_b < 0.5 is best: of those closest to a third each, the one that
+  # gives a, then the copy, the most.
+  weights, _ = ensemble.choose_weights({"a": a, "copy": a.copy(), "b": b}, labels)
+  assert weights == {"a": 0.35, "copy": 0.35, "b": 0.3}
+  with pytest.raises(ValueError, match="b: the log-odds on dev have no spread"):
+    ensemble.choose_weights({"a": a, "b": np.ones(4)}, labels)
+
+
+def test_blend_weighs_each_model_by_its_spread():
+  log_odds = {"a": np.array([2.0, -2.0]), "b": np.array([-10.0, 30.0])}
+  z = ensemble.blend(log_odds, {"a": 0.25, "b": 0.75}, {"a": 2.0, "b": 10.0})
+  np.testing.assert_allclose(z, [0.25 * 1 + 0.75 * -1, 0.25 * -1 + 0.75 * 3])
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +153,7 @@ def test_the_ensemble_command_scores_the_run_nbsvm_and_their_blend(sample_run, c
   root, workdir = sample_run
   out = root / "out" / "ensemble.json"
   assert ensemble.main(["--workdir", workdir, "--out", str(out), "--max-n", "2",
-                        "--costs", "0.1", "1"]) == 0
+                        "--costs", "0.1", "1", "--pv-dim", "16", "--pv-workers", "1"]) == 0
   record = json.loads(out.read_text())
   run = runs.load_run(workdir)
   data = run.task.data
@@ -147,16 +169,25 @@ def test_the_ensemble_command_scores_the_run_nbsvm_and_their_blend(sample_run, c
   best = max(fits, key=lambda row: row["dev_accuracy"])
   assert record["nbsvm"]["chosen"] == best
   assert record["nbsvm"]["max_n"] == 2 and best["features"] > 1000
-  # The blend's end points are the two models alone; the chosen weight is a best one on dev.
-  by_weight = record["ensemble"]["dev_accuracy_by_weight"]
-  assert by_weight["0.0"] == record["run_alone"]["dev_accuracy"]
-  assert by_weight["1.0"] == best["dev_accuracy"]
-  assert by_weight[str(record["ensemble"]["weight"])] == max(by_weight.values())
-  assert record["ensemble"]["dev_accuracy"] == max(by_weight.values())
+  # The blend's corners are the models alone; the chosen weights are a best one on dev.
+  ens = record["ensemble"]
+  assert ens["models"] == ["run", "nbsvm", "paragraph_vectors"]
+  pv = record["paragraph_vectors"]
+  by_weights = {tuple(row[:-1]): row[-1] for row in ens["dev_accuracy_by_weights"]}
+  assert by_weights[1.0, 0.0, 0.0] == record["run_alone"]["dev_accuracy"]
+  assert by_weights[0.0, 1.0, 0.0] == best["dev_accuracy"]
+  assert by_weights[0.0, 0.0, 1.0] == pv["chosen"]["dev_accuracy"]
+  assert by_weights[tuple(ens["weights"].values())] == max(by_weights.values())
+  assert ens["dev_accuracy"] == max(by_weights.values())
+  # Paragraph vectors learn from the labelled training reviews and the 300 unlabelled ones.
+  assert pv["labelled"] == data.num_examples("train") and pv["texts"] == pv["labelled"] + 300
+  assert [row["cost"] for row in pv["fits"]] == list(ensemble.PV_COSTS)
+  assert pv["chosen"] == max(pv["fits"], key=lambda row: row["dev_accuracy"])
   # NBSVM learns the sample: well above chance on its test reviews.
   assert best["test_accuracy"] > 0.6
   err = capsys.readouterr().err
-  assert "blend w=" in err and f"written to {out}" in err
+  assert "blend run " in err and "paragraph vectors (16) of" in err
+  assert f"written to {out}" in err
 
 
 @pytest.mark.usefixtures("quick_compiles")
@@ -171,7 +202,7 @@ def test_a_students_nbsvm_learns_from_its_labelled_reviews_or_from_all(sample_ru
   trainer.train(SentimentTask(cfg), cfg, student)
   out = root / "student_ensemble.json"
   assert ensemble.main(["--workdir", student, "--out", str(out), "--max-n", "2",
-                        "--costs", "1"]) == 0
+                        "--costs", "1", "--pv-epochs", "0"]) == 0
   record = json.loads(out.read_text())
   data = runs.load_run(student).task.data
   pseudo = data.report["train"]["pseudo_labelled"]["kept"]
@@ -182,12 +213,16 @@ def test_a_students_nbsvm_learns_from_its_labelled_reviews_or_from_all(sample_ru
   assert [(row["train_on"], row["train_reviews"]) for row in fits] == [
       ("labelled", labelled), ("all", labelled + pseudo)]
   assert fits[1]["features"] > fits[0]["features"]  # the unlabelled reviews bring new n-grams
+  assert record["ensemble"]["models"] == ["run", "nbsvm"]  # --pv-epochs 0
+  assert "paragraph_vectors" not in record
   assert "NBSVM on all reviews" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flags, message", [
     (["--max-n", "0"], "--max-n must be at least 1"),
     (["--costs", "1", "-1"], "every --costs value positive"),
+    (["--pv-epochs", "-1"], "--pv-epochs must be at least 0"),
+    (["--pv-dim", "0"], "--pv-dim and --pv-workers at least 1"),
 ])
 def test_the_ensemble_command_refuses_bad_flags(sample_run, tmp_path, capsys, flags, message):
   with pytest.raises(SystemExit) as exit_info:
