@@ -45,14 +45,13 @@ from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import run_command
 from experiments.sentiment.cli import load_sentiment_run
+from experiments.sentiment.cli import unlabelled_records
 from experiments.sentiment.nbsvm import NBSVM
 from experiments.sentiment.nbsvm import binary_features
 from experiments.sentiment.paragraph_vectors import PVClassifier
 from experiments.sentiment.paragraph_vectors import PVConfig
 from experiments.sentiment.paragraph_vectors import infer_vectors
 from experiments.sentiment.paragraph_vectors import train_vectors
-from pipelines import datasets
-from pipelines.tasks import read_records
 
 STEP = 0.05  # the blend weights are multiples of STEP that sum to 1
 PV_COSTS = (0.01, 0.1, 1.0)  # the logistic regression's C on paragraph vectors, dev chooses
@@ -241,13 +240,10 @@ def _unlabelled_reviews(run: runs.Run, console: Console) -> list[list[int]]:
   """IMDB's unlabelled reviews, as ids of the run's vocabulary (cut to its max_len); reviews
   without a word are counted and left out."""
   started = time.perf_counter()
-  records = read_records(datasets.load("imdb", "unsupervised", source=run.config.data_dir,
-                                       data_dir=run.config.data.prepared_dir))
   reviews, empty = [], 0
-  for record in records:
-    text = record["text"]
+  for record in unlabelled_records(run):
     try:
-      reviews.append(run.task.encode(text.decode("utf-8") if isinstance(text, bytes) else text)[1])
+      reviews.append(run.task.encode(record["text"])[1])
     except ValueError:  # no word
       empty += 1
   console.note(f"{len(reviews):,} unlabelled reviews read in {time.perf_counter() - started:.0f} s"

@@ -27,18 +27,16 @@ from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import run_command
 from experiments.sentiment.cli import load_sentiment_run
-from pipelines import datasets
+from experiments.sentiment.cli import unlabelled_records
 from pipelines import pseudo_labels as pseudo_lib
-from pipelines.tasks import read_records
 
 SPLIT = "unsupervised"
 
 
 def label_reviews(run: runs.Run, records: Sequence[dict], batch_size: int = 256,
                   progress: bool = False) -> tuple[pseudo_lib.PseudoLabels, int]:
-  """The run's labels for `records` ({'text', 'id'}), and how many had no word to classify."""
+  """The run's labels for `records` ({'text': str, 'id'}), and how many had no word to classify."""
   texts = [record["text"] for record in records]
-  texts = [t.decode("utf-8") if isinstance(t, bytes) else str(t) for t in texts]
   rows, probabilities = run.task.probabilities(run.params, texts, batch_size, progress)  # (K, 2)
   labels = np.argmax(probabilities, axis=-1).astype(np.int32)  # (K,)
   meta = {"teacher": run.workdir, "model": run.config.model_name, "checkpoint": run.checkpoint,
@@ -80,9 +78,7 @@ def _write(args: argparse.Namespace, console: Console) -> int:
     raise UsageError(f"--batch-size and --limit must be at least 1, got {args.batch_size} and "
                      f"{args.limit}")
   run = load_sentiment_run(args.workdir, args.checkpoint, None, "pseudo-labels")
-  source = args.data_dir if args.data_dir is not None else run.config.data_dir
-  records = read_records(datasets.load("imdb", SPLIT, source=source,
-                                       data_dir=run.config.data.prepared_dir))
+  records = unlabelled_records(run, args.data_dir)
   if args.limit is not None:
     records = records[:args.limit]
   labels, empty = label_reviews(run, records, args.batch_size, progress=True)
