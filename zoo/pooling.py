@@ -62,12 +62,15 @@ class AttentionPooling(nn.Module):
     query_init: initializer of the query, stored as 'query' with shape (1, D); None (the default)
       draws it from a normal distribution with standard deviation 1 / sqrt(D), so x . q starts with
       about the scale of one input feature.
+    kernel_init: initializer of the score's kernels (W, U and v of 'additive'); None (the default)
+      keeps the score's own (zoo.scoring: LeCun normal).
   """
   score: str = "additive"
   features: int | None = None
   dtype: Dtype = jnp.float32
   param_dtype: Dtype = jnp.float32
   query_init: Callable[..., jax.Array] | None = None
+  kernel_init: Callable[..., jax.Array] | None = None
 
   @nn.compact
   def __call__(self, x: jax.Array,
@@ -87,8 +90,9 @@ class AttentionPooling(nn.Module):
     width = x.shape[-1]
     init = self.query_init or nn.initializers.normal(stddev=width ** -0.5)
     query = self.param("query", init, (1, width), self.param_dtype)  # one query row, Q = 1
+    kernel_init = {} if self.kernel_init is None else {"kernel_init": self.kernel_init}
     scorer = scoring.make_score(self.score, features=self.features, dtype=self.dtype,
-                                param_dtype=self.param_dtype, name="scorer")
+                                param_dtype=self.param_dtype, name="scorer", **kernel_init)
     x = jnp.asarray(x, self.dtype)
     scores = scorer(jnp.asarray(query, self.dtype), x)[:, 0, :]  # query broadcasts: (B, 1, L)
     weights = masking.masked_softmax(scores, valid_lens)  # (B, L)

@@ -83,17 +83,23 @@ class SentimentDataConfig:
 
 @dataclasses.dataclass
 class BiLSTMMeanConfig:
-  """BiLSTMMeanPool: embed_dim, hidden_size (per direction), num_layers, dropout_rate."""
+  """BiLSTMMeanPool: embed_dim, hidden_size (per direction), num_layers, dropout_rate, init.
+
+  init: how the parameters start: 'flax' (flax's and zoo's defaults) or 'paddle' (the defaults of
+  the framework the nndl chapter ran in); experiments/sentiment/inits.py lists both.
+  """
   embed_dim: int = 128
   hidden_size: int = 128
   num_layers: int = 1
   dropout_rate: float = 0.0
+  init: Literal["flax", "paddle"] = "flax"
   reads_bigrams = True
 
   def encoder(self, vocab_size: int, dtype: Any, param_dtype: Any,
               bigram_vocab_size: int = 0) -> models.BiLSTMEncoder:
     return models.BiLSTMEncoder(vocab_size, self.embed_dim, self.hidden_size, self.num_layers,
-                                self.dropout_rate, dtype, param_dtype, bigram_vocab_size)
+                                self.dropout_rate, dtype, param_dtype, bigram_vocab_size,
+                                self.init)
 
   def build(self, vocab_size: int, dtype: Any, param_dtype: Any,
             bigram_vocab_size: int = 0) -> nn.Module:

@@ -36,6 +36,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from experiments.sentiment import inits
 import zoo
 from zoo import checks
 
@@ -88,15 +89,18 @@ def word_weights(weights: jax.Array, lengths: jax.Array) -> jax.Array:
   return jnp.einsum("bq,bqk->bk", rows, weights)
 
 
-def embed_words(module: nn.Module, tokens: jax.Array, bigrams: jax.Array | None) -> jax.Array:
+def embed_words(module: nn.Module, tokens: jax.Array, bigrams: jax.Array | None,
+                embedding_init: inits.Initializer = nn.linear.default_embed_init) -> jax.Array:
   """Token ids (B, L) -> embeddings (B, L, E), inside `module`'s compact call.
 
   `module` has vocab_size, embed_dim, bigram_vocab_size, dtype and param_dtype. The word embedding
   is its submodule 'embed'; with bigram_vocab_size > 0 each word's vector also gets the embedding
   of its bigram with the word before it (submodule 'bigram_embed'), and `bigrams` (B, L) is needed.
+  Both tables start from `embedding_init` (flax's default unless given).
   """
   x = nn.Embed(module.vocab_size, module.embed_dim, dtype=module.dtype,
-               param_dtype=module.param_dtype, name="embed")(tokens)  # (B, L, E)
+               param_dtype=module.param_dtype, embedding_init=embedding_init,
+               name="embed")(tokens)  # (B, L, E)
   if not module.bigram_vocab_size:
     if bigrams is not None:
       raise ValueError("bigrams were given to a model built without bigram_vocab_size: build it "
@@ -109,7 +113,8 @@ def embed_words(module: nn.Module, tokens: jax.Array, bigrams: jax.Array | None)
   if bigrams.shape != tokens.shape:
     raise ValueError(f"bigrams {bigrams.shape} must have the shape of tokens {tokens.shape}")
   return x + nn.Embed(module.bigram_vocab_size, module.embed_dim, dtype=module.dtype,
-                      param_dtype=module.param_dtype, name="bigram_embed")(bigrams)  # (B, L, E)
+                      param_dtype=module.param_dtype, embedding_init=embedding_init,
+                      name="bigram_embed")(bigrams)  # (B, L, E)
 
 
 class BiLSTMEncoder(nn.Module):
@@ -123,6 +128,9 @@ class BiLSTMEncoder(nn.Module):
     dropout_rate: dropout on the embeddings and between LSTM layers (training only).
     dtype, param_dtype: computation and storage dtypes.
     bigram_vocab_size: > 0 adds word-bigram embeddings (see embed_words).
+    init: how the classifier's parameters start, one of inits.NAMES: 'flax' (flax's and zoo's
+      defaults) or 'paddle' (the nndl chapter's framework's; see experiments/sentiment/inits.py).
+      The classifiers built on this encoder read it for their own layers too.
   """
   vocab_size: int
   embed_dim: int = 128
@@ -132,16 +140,23 @@ class BiLSTMEncoder(nn.Module):
   dtype: Dtype = jnp.float32
   param_dtype: Dtype = jnp.float32
   bigram_vocab_size: int = 0
+  init: str = "flax"
+
+  @property
+  def initializers(self) -> inits.Initializers:
+    return inits.named(self.init)
 
   @nn.compact
   def __call__(self, tokens: jax.Array, lengths: jax.Array, *, bigrams: jax.Array | None = None,
                deterministic: bool = True) -> jax.Array:
     """tokens int (B, L), lengths int (B,), bigrams int (B, L) or None -> outputs (B, L, 2H)."""
-    x = embed_words(self, tokens, bigrams)  # (B, L, E)
+    init = self.initializers
+    x = embed_words(self, tokens, bigrams, init.embedding)  # (B, L, E)
     x = nn.Dropout(self.dropout_rate)(x, deterministic=deterministic)
     outputs, _ = zoo.BiLSTM(self.hidden_size, num_layers=self.num_layers,
                             dropout_rate=self.dropout_rate, dtype=self.dtype,
-                            param_dtype=self.param_dtype, name="bilstm")(
+                            param_dtype=self.param_dtype,
+                            initializers=init.lstm(self.hidden_size), name="bilstm")(
                                 x, lengths, deterministic=deterministic)  # (B, L, 2H)
     return outputs
 
@@ -151,13 +166,14 @@ class _Head(nn.Module):
   dropout_rate: float = 0.0
   dtype: Dtype = jnp.float32
   param_dtype: Dtype = jnp.float32
+  kernel_init: inits.Initializer = nn.linear.default_kernel_init
 
   @nn.compact
   def __call__(self, pooled: jax.Array, *, deterministic: bool) -> jax.Array:
     """pooled (B, D) -> logits float32 (B, 2)."""
     pooled = nn.Dropout(self.dropout_rate)(pooled, deterministic=deterministic)
     logits = nn.Dense(NUM_CLASSES, dtype=self.dtype, param_dtype=self.param_dtype,
-                      name="out")(pooled)
+                      kernel_init=self.kernel_init, name="out")(pooled)
     return logits.astype(jnp.float32)
 
 
@@ -177,7 +193,7 @@ class _BiLSTMModel(nn.Module):
 
   def classify(self, pooled, deterministic):
     e = self.encoder
-    return _Head(e.dropout_rate, e.dtype, e.param_dtype, name="head")(
+    return _Head(e.dropout_rate, e.dtype, e.param_dtype, e.initializers.dense_kernel, name="head")(
         pooled, deterministic=deterministic)  # (B, 2)
 
 
@@ -216,9 +232,11 @@ class BiLSTMAttentionPool(_BiLSTMModel):
   def __call__(self, tokens: jax.Array, lengths: jax.Array, *, bigrams: jax.Array | None = None,
                deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
     outputs = self.encode(tokens, lengths, bigrams, deterministic)  # (B, L, 2H)
+    init = self.encoder.initializers
     pooled, weights = zoo.AttentionPooling(
         score=self.score, features=self.score_features, dtype=self.encoder.dtype,
-        param_dtype=self.encoder.param_dtype, name="pool")(outputs, lengths)  # (B, 2H), (B, L)
+        param_dtype=self.encoder.param_dtype, query_init=init.query,
+        kernel_init=init.dense_kernel, name="pool")(outputs, lengths)  # (B, 2H), (B, L)
     return self.classify(pooled, deterministic), weights.astype(jnp.float32)
 
 
@@ -243,7 +261,8 @@ class BiLSTMSelfAttention(_BiLSTMModel):
     outputs = self.encode(tokens, lengths, bigrams, deterministic)  # (B, L, 2H)
     attended, weights = zoo.MultiHeadAttention(
         self.num_heads, score=self.score, dropout_rate=self.attention_dropout,
-        dtype=self.encoder.dtype, param_dtype=self.encoder.param_dtype, name="attention")(
+        dtype=self.encoder.dtype, param_dtype=self.encoder.param_dtype,
+        kernel_init=self.encoder.initializers.dense_kernel, name="attention")(
             outputs, valid_lens=lengths, deterministic=deterministic,
             return_weights=True)  # (B, L, 2H), (B, H, L, L)
     pooled = zoo.masked_mean_pool(attended, lengths)  # (B, 2H)

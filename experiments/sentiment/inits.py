@@ -1,0 +1,92 @@
+"""How the BiLSTM classifiers initialize their parameters: flax's defaults, or the chapter's.
+
+The nndl chapter trains its models in PaddlePaddle 2.x and leaves every initializer at the
+framework's default except its pooling query's, and those defaults are not flax's:
+
+  parameter                    'flax' (the default here)          'paddle' (the chapter's)
+  word embedding (V, E)        normal, std 1 / sqrt(E)             Xavier uniform: +- sqrt(6 / (V + E))
+  LSTM W_ih (D, n, 4H)         LeCun normal, std 1 / sqrt(D)       uniform +- 1 / sqrt(H)
+  LSTM W_hh (n, H, 4H)         orthogonal                          uniform +- 1 / sqrt(H)
+  LSTM bias (n, 4H)            zeros                               b_ih + b_hh, each uniform +- 1 / sqrt(H)
+  dense kernels (in, out)      LeCun normal, std 1 / sqrt(in)      Xavier uniform: +- sqrt(6 / (in + out))
+  dense biases                 zeros                               zeros
+  pooling query (1, D)         normal, std 1 / sqrt(D)             uniform +- 0.5 (set by the chapter)
+
+With the chapter's vocabulary of V ~ 10^5 words, its embeddings start some 10 times smaller than
+flax's (+- 0.006 against a standard deviation of 0.088 for E = 128), so a rare word's vector is
+mostly what training wrote into it rather than its random start. Paddle keeps the LSTM's two
+biases apart; zoo.LSTMLayer has one, initialized here as the sum of two such draws, which is the
+same function at the start and gets the same gradient.
+
+`named(name)` returns the `Initializers` of a name in NAMES.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+import zoo
+
+Initializer = Callable[..., jax.Array]
+NAMES = ("flax", "paddle")
+
+
+class Initializers(NamedTuple):
+  """The initializers of a BiLSTM classifier's parameters (see the module docstring).
+
+  Attributes:
+    embedding: of the word (and bigram) embedding tables (V, E).
+    lstm: of every BiLSTM layer (a function of the layer's hidden size H).
+    dense_kernel: of the dense layers' kernels: the output layer, the pooling scores' W, U and v,
+      the self-attention projections.
+    query: of the attention-pooling query (1, D).
+  """
+  embedding: Initializer
+  lstm: Callable[[int], zoo.LSTMInit]
+  dense_kernel: Initializer
+  query: Initializer | None  # None: zoo.AttentionPooling's own default
+
+
+def symmetric_uniform(limit: float) -> Initializer:
+  """Uniform on [-limit, limit), any shape."""
+  def init(key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> jax.Array:
+    return jax.random.uniform(key, shape, dtype, -limit, limit)
+  return init
+
+
+def sum_of_uniforms(limit: float) -> Initializer:
+  """The sum of two independent draws uniform on [-limit, limit): b_ih + b_hh as one bias."""
+  def init(key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> jax.Array:
+    first, second = jax.random.split(key)
+    return (jax.random.uniform(first, shape, dtype, -limit, limit)
+            + jax.random.uniform(second, shape, dtype, -limit, limit))
+  return init
+
+
+def paddle_lstm(hidden_size: int) -> zoo.LSTMInit:
+  """Paddle's LSTM defaults for state width H: every weight and both biases uniform +- 1/sqrt(H)."""
+  limit = 1.0 / math.sqrt(hidden_size)
+  return zoo.LSTMInit(kernel=symmetric_uniform(limit), recurrent_kernel=symmetric_uniform(limit),
+                      bias=sum_of_uniforms(limit))
+
+
+FLAX = Initializers(embedding=nn.linear.default_embed_init, lstm=lambda hidden_size: zoo.LSTMInit(),
+                    dense_kernel=nn.linear.default_kernel_init, query=None)
+# Xavier uniform over (V, E) is Paddle's default for any weight, the embedding table included.
+PADDLE = Initializers(embedding=nn.initializers.xavier_uniform(), lstm=paddle_lstm,
+                      dense_kernel=nn.initializers.xavier_uniform(),
+                      query=symmetric_uniform(0.5))
+
+
+def named(name: str) -> Initializers:
+  """The initializers called `name` ('flax' or 'paddle')."""
+  if name == "flax":
+    return FLAX
+  if name == "paddle":
+    return PADDLE
+  raise ValueError(f"unknown initialization {name!r}: choose one of {', '.join(NAMES)}")

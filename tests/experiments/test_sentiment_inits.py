@@ -1,0 +1,91 @@
+"""The BiLSTM classifiers' two initializations: flax's defaults and the nndl chapter's (Paddle's)."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from experiments import config as config_lib
+from experiments.sentiment import configs
+from experiments.sentiment import inits
+from experiments.sentiment import models
+
+# Odd, all-different sizes; a vocabulary large enough that the embedding's spread is measurable.
+V, E, H, B, L = 3001, 24, 10, 3, 7
+
+
+def _params(model_cls, init: str, **kwargs):
+  encoder = models.BiLSTMEncoder(V, E, H, init=init)
+  model = model_cls(encoder, **kwargs)
+  tokens = jnp.arange(B * L, dtype=jnp.int32).reshape(B, L) % V
+  lengths = jnp.array([L, 4, 1], jnp.int32)
+  return model.init(jax.random.PRNGKey(3), tokens, lengths)["params"]
+
+
+def _uniform_spread(x: np.ndarray, limit: float) -> None:
+  """x lies in [-limit, limit) and fills it: its extremes are near the bounds and its standard
+  deviation is that of the uniform distribution, limit / sqrt(3), within 4 standard errors (the
+  relative standard error of a uniform sample's deviation is about 0.45 / sqrt(n))."""
+  x = np.asarray(x).ravel()
+  n = x.size
+  assert np.all(np.abs(x) <= limit)
+  assert np.max(np.abs(x)) > (1 - 6 / n) * limit  # fails with probability e^-6 for n draws
+  np.testing.assert_allclose(np.std(x), limit / math.sqrt(3), rtol=1.8 / math.sqrt(n))
+
+
+def test_paddle_init_draws_each_parameter_as_paddle_would():
+  params = _params(models.BiLSTMAttentionPool, "paddle", score="additive")
+  encoder, lstm = params["encoder"], params["encoder"]["bilstm"]["layers_0"]
+  _uniform_spread(encoder["embed"]["embedding"], math.sqrt(6 / (V + E)))
+  _uniform_spread(lstm["input"]["kernel"], 1 / math.sqrt(H))
+  _uniform_spread(lstm["hidden_kernel"], 1 / math.sqrt(H))
+  # One bias for Paddle's two: the sum of two uniforms on +-1/sqrt(H), spread sqrt(2) times wider.
+  bias = np.asarray(lstm["input"]["bias"]).ravel()
+  assert np.all(np.abs(bias) <= 2 / math.sqrt(H)) and np.max(np.abs(bias)) > 1 / math.sqrt(H)
+  np.testing.assert_allclose(np.std(bias), math.sqrt(2 / 3) / math.sqrt(H), rtol=0.2)
+  _uniform_spread(params["pool"]["query"], 0.5)
+  width = 2 * H
+  _uniform_spread(params["pool"]["scorer"]["w_k"], math.sqrt(6 / (width + width)))
+  _uniform_spread(params["pool"]["scorer"]["v"], math.sqrt(6 / (width + 1)))
+  head = params["head"]["out"]
+  _uniform_spread(head["kernel"], math.sqrt(6 / (width + 2)))
+  np.testing.assert_array_equal(head["bias"], 0.0)
+
+
+def test_paddle_init_reaches_the_self_attention_projections():
+  params = _params(models.BiLSTMSelfAttention, "paddle", num_heads=4)
+  query = np.asarray(params["attention"]["query"]["kernel"])  # (2H, heads, head_dim)
+  _uniform_spread(query, math.sqrt(6 / (2 * H + 2 * H)))
+
+
+def test_flax_init_is_flax_and_zoo_defaults():
+  """'flax' draws what the modules draw when no initializer is given: the runs measured before
+  the setting existed start from the same parameters."""
+  params = _params(models.BiLSTMAttentionPool, "flax", score="dot")
+  encoder = models.BiLSTMEncoder(V, E, H)
+  model = models.BiLSTMAttentionPool(encoder, score="dot")
+  tokens = jnp.arange(B * L, dtype=jnp.int32).reshape(B, L) % V
+  expected = model.init(jax.random.PRNGKey(3), tokens, jnp.array([L, 4, 1], jnp.int32))["params"]
+  jax.tree.map(np.testing.assert_array_equal, params, expected)
+  # ... and they are flax's: the embedding's spread is 1/sqrt(E), not Paddle's tiny Xavier bound.
+  np.testing.assert_allclose(np.std(params["encoder"]["embed"]["embedding"]), 1 / math.sqrt(E),
+                             rtol=0.05)
+
+
+def test_init_is_a_model_setting_of_every_bilstm_run():
+  for name in ("bilstm_mean", "bilstm_attn_dot", "bilstm_mha", "bilstm_attn_dot_nndl"):
+    cfg = config_lib.override(configs.CONFIGS[name](), ["--model.init", "paddle"])
+    model = cfg.model.build(V, jnp.float32, jnp.float32)
+    assert model.encoder.init == "paddle"
+    assert configs.CONFIGS[name]().model.init == "flax"
+
+
+def test_unknown_init_names_the_choices():
+  with pytest.raises(ValueError, match="unknown initialization 'torch'.*flax, paddle"):
+    inits.named("torch")
+  with pytest.raises(ValueError, match="init"):
+    config_lib.override(configs.CONFIGS["bilstm_mean"](), ["--model.init", "torch"])
