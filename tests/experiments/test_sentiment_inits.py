@@ -76,12 +76,26 @@ def test_flax_init_is_flax_and_zoo_defaults():
                              rtol=0.05)
 
 
-def test_init_is_a_model_setting_of_every_bilstm_run():
-  for name in ("bilstm_mean", "bilstm_attn_dot", "bilstm_mha", "bilstm_attn_dot_nndl"):
-    cfg = config_lib.override(configs.CONFIGS[name](), ["--model.init", "paddle"])
-    model = cfg.model.build(V, jnp.float32, jnp.float32)
-    assert model.encoder.init == "paddle"
-    assert configs.CONFIGS[name]().model.init == "flax"
+BILSTM_RUNS = [name for name, run in configs.CONFIGS.items()
+               if isinstance(run().model, configs.BiLSTMMeanConfig)]
+
+
+def test_bilstm_runs_start_as_the_chapter_did_and_can_start_as_flax():
+  assert {"bilstm_mean", "bilstm_attn_dot", "bilstm_mha", "bilstm_attn_dot_nndl"} <= set(BILSTM_RUNS)
+  for name in BILSTM_RUNS:
+    assert configs.CONFIGS[name]().model.init == "paddle", name
+    cfg = config_lib.override(configs.CONFIGS[name](), ["--model.init", "flax"])
+    assert cfg.model.build(V, jnp.float32, jnp.float32).encoder.init == "flax"
+
+
+def test_runs_saved_before_the_setting_load_with_flax_init():
+  """A config.json without model.init ran with flax's initializers (the setting did not exist)."""
+  cfg = configs.CONFIGS["bilstm_attn_dot"]()
+  saved = config_lib.to_dict(cfg)
+  del saved["model"]["init"]
+  assert config_lib.update_from_dict(configs.CONFIGS["bilstm_attn_dot"](), saved).model.init == "flax"
+  saved["model"]["init"] = "paddle"
+  assert config_lib.update_from_dict(cfg, saved).model.init == "paddle"
 
 
 def test_unknown_init_names_the_choices():
