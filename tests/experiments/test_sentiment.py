@@ -70,7 +70,7 @@ def test_every_model_runs_and_trains(name, sample, small_batch):
   task = SentimentTask(cfg, data=sample)
   tx = optax.adam(cfg.optimizer.learning_rate)
   train_step = steps.make_train_step(task, tx)
-  num_steps = 5 if default else 2
+  num_steps = 8 if default else 2
 
   @jax.jit
   def run(rng, batch, noisy_tokens):
