@@ -37,7 +37,6 @@ def load_sentiment_run(workdir: str, checkpoint: str, data_dir: str | None,
   return run
 
 
-
 def unlabelled_records(run: runs.Run, data_dir: str | None = None) -> list[dict]:
   """IMDB's 'unsupervised' split ({'text', 'id'} records, text as str) from `data_dir` (default:
   the data the run was trained on), prepared where the run's data was."""
@@ -46,6 +45,7 @@ def unlabelled_records(run: runs.Run, data_dir: str | None = None) -> list[dict]
                                        data_dir=run.config.data.prepared_dir))
   return [{**record, "text": record["text"].decode("utf-8") if isinstance(record["text"], bytes)
            else str(record["text"])} for record in records]
+
 
 def format_prediction(prediction: Prediction) -> list[str]:
   """The label line, then one 'word  weight' line per word (unknown words marked)."""

@@ -15,8 +15,9 @@ framework's default except its pooling query's, and those defaults are not flax'
 With the chapter's vocabulary of V ~ 10^5 words, its embeddings start some 10 times smaller than
 flax's (+- 0.006 against a standard deviation of 0.088 for E = 128), so a rare word's vector is
 mostly what training wrote into it rather than its random start. Paddle keeps the LSTM's two
-biases apart; zoo.LSTMLayer has one, initialized here as the sum of two such draws, which is the
-same function at the start and gets the same gradient.
+biases apart; zoo.LSTMLayer has one, initialized here as the sum of two such draws: the same
+function at the start, though under Adam Paddle's two biases move their sum up to twice as far a
+step, which one bias does not reproduce.
 
 `named(name)` returns the `Initializers` of a name in NAMES.
 """
