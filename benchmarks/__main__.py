@@ -59,6 +59,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--dtypes", default=None,
                       help="comma-separated dtypes of the attention suite (default: float32 on "
                            "a CPU, bfloat16 on a GPU)")
+  parser.add_argument("--lengths", default=None,
+                      help="comma-separated sequence lengths of the attention suite (default: "
+                           "its grid's; a shorter grid for a short device call)")
+  parser.add_argument("--head-dims", default=None,
+                      help="comma-separated head widths of the attention suite (default: 64,128)")
   parser.add_argument("--from-json", nargs="+", default=None,
                       help="render the markdown from these JSON files (merged in order) instead "
                            "of measuring")
@@ -84,13 +89,18 @@ def render(results: dict[str, Any], note: str = "") -> tuple[str, str]:
 
 def _merge_attention(results: dict[str, Any], stored: dict[str, Any]) -> None:
   """Merges stored results into `results`: later suites replace earlier ones, except that the
-  rows of attention suites measured in separate calls (one per dtype) are concatenated."""
+  rows of attention suites measured in separate calls (one per dtype, or per group of lengths)
+  are combined, in the order of the grid (dtype, head width, length, pass)."""
   results["machine"] = stored.get("machine", results.get("machine"))
   results["settings"] = stored.get("settings", results.get("settings"))
   for name, suite in stored.get("suites", {}).items():
     earlier = results["suites"].get(name)
     if name == "attention" and isinstance(earlier, dict) and "rows" in earlier and "rows" in suite:
-      suite = dict(suite, rows=earlier["rows"] + suite["rows"])
+      rows = earlier["rows"] + suite["rows"]
+      passes = ("forward", "forward+backward")
+      rows.sort(key=lambda r: (str(r.get("dtype")), r.get("head_dim", 0), r.get("length", 0),
+                               passes.index(r["mode"]) if r.get("mode") in passes else 2))
+      suite = dict(suite, rows=rows)
     results["suites"][name] = suite
 
 
@@ -116,6 +126,17 @@ def main(argv: list[str] | None = None) -> int:
     settings = dataclasses.replace(settings, repeats=5, min_repeat_s=0.02)
   if args.dtypes:
     settings = dataclasses.replace(settings, dtypes=tuple(args.dtypes.split(",")))
+  for name in ("lengths", "head_dims"):
+    value = getattr(args, name)
+    if value:
+      try:
+        numbers = tuple(int(v) for v in value.split(","))
+      except ValueError:
+        raise SystemExit(f"--{name.replace('_', '-')}: expected comma-separated integers, "
+                         f"got {value!r}") from None
+      if any(n < 1 for n in numbers):
+        raise SystemExit(f"--{name.replace('_', '-')}: every value must be >= 1, got {value!r}")
+      settings = dataclasses.replace(settings, **{name: numbers})
   machine = common.machine()
   key = "cpu" if machine["backend"] == "cpu" else "gpu"
   out = args.out or (None if args.quick else "docs/BENCHMARKS.md")

@@ -127,9 +127,13 @@ def run(settings: common.Settings) -> dict[str, Any]:
   """Times every variant on the grid; returns the rows for the JSON and the table."""
   gpu = common.on_gpu()
   grid = sizes(settings, gpu)
-  if settings.dtypes:
-    grid["dtypes"] = settings.dtypes
+  for name in ("dtypes", "lengths", "head_dims"):
+    if getattr(settings, name):
+      grid[name] = getattr(settings, name)
   width, device = grid["width"], jax.devices()[0].device_kind
+  uneven = [d for d in grid["head_dims"] if width % d]
+  if uneven:
+    raise ValueError(f"head widths {uneven} do not divide the model width {width}")
   rows = []
   for dtype_name in grid["dtypes"]:
     dtype = jnp.dtype(dtype_name)

@@ -35,6 +35,8 @@ class Settings:
     max_calls: at most this many calls in one repeat.
     quick: the small sizes that check the harness end to end in a minute or two.
     dtypes: the attention suite's dtypes, if not its defaults (a GPU run split over calls).
+    lengths: the attention suite's sequence lengths, if not its defaults (a shorter grid).
+    head_dims: the attention suite's head widths, if not its defaults.
     budget_s: about the most seconds one implementation's timing may take; a very slow one (e.g.
       PyTorch's threads fighting over a loaded CPU) gets fewer repeats (at least 3).
   """
@@ -44,6 +46,8 @@ class Settings:
   max_calls: int = 50
   quick: bool = False
   dtypes: tuple[str, ...] | None = None
+  lengths: tuple[int, ...] | None = None
+  head_dims: tuple[int, ...] | None = None
   budget_s: float = 120.0
 
 

@@ -3,6 +3,7 @@ markdown/JSON writers of the benchmarks."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -206,3 +207,45 @@ def test_render_shows_machine_and_failed_suites():
   assert text.index("Measured on another machine or day") > one
   assert "- date: yesterday" in text and "Intel Xeon (2 cores)" in text
   assert text.count("Measured on another machine") == 1 and "it was busy" in text
+
+
+def _row(dtype, head_dim, length, mode):
+  return {"dtype": dtype, "head_dim": head_dim, "length": length, "mode": mode}
+
+
+def test_attention_rows_of_separate_calls_merge_in_grid_order(tmp_path):
+  from benchmarks import __main__ as cli
+  first = [_row("bfloat16", 64, 1024, "forward"), _row("bfloat16", 64, 1024, "forward+backward"),
+           _row("bfloat16", 128, 1024, "forward")]
+  second = [_row("bfloat16", 64, 512, "forward+backward"), _row("bfloat16", 64, 512, "forward"),
+            _row("bfloat16", 128, 8192, "forward"), _row("float32", 64, 512, "forward")]
+  results = {"suites": {}}
+  cli._merge_attention(results, {"suites": {"attention": {"rows": first}}})
+  cli._merge_attention(results, {"suites": {"attention": {"rows": second}, "decoding": {"x": 1}}})
+  order = [(r["dtype"], r["head_dim"], r["length"], r["mode"])
+           for r in results["suites"]["attention"]["rows"]]
+  assert order == [("bfloat16", 64, 512, "forward"), ("bfloat16", 64, 512, "forward+backward"),
+                   ("bfloat16", 64, 1024, "forward"), ("bfloat16", 64, 1024, "forward+backward"),
+                   ("bfloat16", 128, 1024, "forward"), ("bfloat16", 128, 8192, "forward"),
+                   ("float32", 64, 512, "forward")]
+  assert results["suites"]["decoding"] == {"x": 1}
+
+
+def test_attention_grid_options_narrow_the_grid_and_reject_bad_values(tmp_path, capsys):
+  from benchmarks import __main__ as cli
+  out = tmp_path / "b.json"
+  assert cli.main(["--quick", "--suites", "attention", "--lengths", "24,40", "--head-dims", "16",
+                   "--json", str(out)]) == 0
+  rows = json.loads(out.read_text())["suites"]["attention"]["rows"]
+  assert sorted({(r["length"], r["head_dim"]) for r in rows}) == [(24, 16), (40, 16)]
+  with pytest.raises(SystemExit, match="--lengths: expected comma-separated integers"):
+    cli.main(["--quick", "--suites", "attention", "--lengths", "24,x"])
+  with pytest.raises(SystemExit, match="--head-dims: every value must be >= 1"):
+    cli.main(["--quick", "--suites", "attention", "--head-dims", "0"])
+
+
+def test_attention_grid_rejects_a_head_width_that_does_not_divide_the_width():
+  from benchmarks import attention
+  settings = dataclasses.replace(common.QUICK, head_dims=(24,))  # the quick width is 64
+  with pytest.raises(ValueError, match=r"head widths \[24\] do not divide the model width 64"):
+    attention.run(settings)
