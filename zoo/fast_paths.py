@@ -15,6 +15,13 @@ final states per layer as LSTMState(h, c) of shape (B, n*H)); gradients flow bac
 parameters through the packing. `FastLSTM` is zoo.LSTM with that choice made per call:
 cuDNN on a GPU for float32 without dropout, the scan everywhere else.
 
+A bidirectional LSTM runs as 2 x layers one-layer forward-only cuDNN calls (the backward direction
+over each sequence reversed within its length), not as one bidirectional call: on an H200 with jax
+0.11.2 (2026-11-26, benchmarks/gpu_checks.py) the bidirectional kernel's outputs matched zoo.LSTM
+but its final states h_n, c_n did not (relative error 3.1), while the forward-only kernel's final
+states did, ragged and empty sequences included (to 5e-4, the TF32 rounding of the scan they were
+compared with). This form is not yet checked on a GPU.
+
 cuDNN flat layout, for pseudo-layers p = layer * n + direction (n = 2 when bidirectional):
   W_ih[p] (4H, D_in) for every p, each followed by W_hh[p] (4H, H); then b_ih[p] (4H,) and
   b_hh[p] (4H,) for every p. Gates in the order i, f, g, o (zoo's order too). zoo has one bias b per
@@ -264,11 +271,38 @@ def cudnn_lstm(params: Params, x: jax.Array, lengths: jax.Array | None = None, *
                                            n * hidden_size)
   h_0, c_0 = _states_to_cudnn(initial_state, n)
   # cuDNN wants lengths >= 1; an empty sequence runs one step here and is put back below.
-  outputs, h_n, c_n = rnn.lstm(jnp.asarray(x, jnp.float32), h_0, c_0,
-                               lstm_to_cudnn_weights(params).astype(jnp.float32),
-                               jnp.maximum(lengths, 1), input_size=input_size,
-                               hidden_size=hidden_size, num_layers=num_layers, dropout=0.0,
-                               bidirectional=n == 2, precision=precision)
+  run_lengths = jnp.maximum(lengths, 1)
+  x = jnp.asarray(x, jnp.float32)
+  if n == 1:
+    outputs, h_n, c_n = rnn.lstm(x, h_0, c_0, lstm_to_cudnn_weights(params).astype(jnp.float32),
+                                 run_lengths, input_size=input_size, hidden_size=hidden_size,
+                                 num_layers=num_layers, dropout=0.0, bidirectional=False,
+                                 precision=precision)
+  else:
+    # cuDNN's bidirectional h_n/c_n did not match zoo.LSTM's final states on a real GPU (H200,
+    # jax 0.11.2) although its outputs did; so each direction of each layer runs as a
+    # one-layer forward-only cuDNN LSTM (whose final states were checked there), the backward
+    # one over each sequence reversed within its length: its final state is then the state
+    # after the first token, zoo's convention.
+    outputs, h_parts, c_parts = x, [], []
+    for layer in range(num_layers):
+      p = params[f"layers_{layer}"]
+      directions = []
+      for d in range(2):
+        one = {"layers_0": {"input": {"kernel": p["input"]["kernel"][:, d:d + 1],
+                                      "bias": p["input"]["bias"][d:d + 1]},
+                            "hidden_kernel": p["hidden_kernel"][d:d + 1]}}
+        seq = outputs if d == 0 else recurrent.reverse_valid(outputs, lengths)
+        pseudo = slice(2 * layer + d, 2 * layer + d + 1)
+        y, h_d, c_d = rnn.lstm(seq, h_0[pseudo], c_0[pseudo],
+                               lstm_to_cudnn_weights(one).astype(jnp.float32), run_lengths,
+                               input_size=seq.shape[-1], hidden_size=hidden_size, num_layers=1,
+                               dropout=0.0, bidirectional=False, precision=precision)
+        directions.append(y if d == 0 else recurrent.reverse_valid(y, lengths))
+        h_parts.append(h_d)
+        c_parts.append(c_d)
+      outputs = jnp.concatenate(directions, axis=-1)
+    h_n, c_n = jnp.concatenate(h_parts), jnp.concatenate(c_parts)  # (layers * 2, B, H)
   valid = jnp.arange(steps)[None, :] < lengths[:, None]  # (B, L)
   outputs = jnp.where(valid[..., None], outputs, 0.0)
   finals = _states_from_cudnn(h_n, c_n, num_layers, n)

@@ -109,6 +109,26 @@ def test_cudnn_wrapper_equals_the_scan_lstm(monkeypatch, bidirectional):
     np.testing.assert_allclose(got, want, atol=1e-4)
 
 
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_cudnn_wrapper_never_asks_the_kernel_for_both_directions(monkeypatch, bidirectional):
+  """The bidirectional cuDNN kernel's final states were wrong on an H200 (docs/BENCHMARKS.md): a
+  bidirectional LSTM is run as one-layer forward-only calls, one per direction and layer."""
+  calls = []
+
+  def spy(*args, **kwargs):
+    calls.append((kwargs["num_layers"], kwargs["bidirectional"], kwargs["input_size"]))
+    return _reference_lstm(*args, **kwargs)
+
+  monkeypatch.setattr(rnn, "lstm", spy)
+  model, params, x = _lstm(bidirectional)
+  fast_paths.cudnn_lstm(params, x, LENGTHS)
+  if bidirectional:
+    width = 2 * H
+    assert calls == [(1, False, x.shape[-1])] * 2 + [(1, False, width)] * 2 * (LAYERS - 1)
+  else:
+    assert calls == [(LAYERS, False, x.shape[-1])]
+
+
 def test_fast_lstm_has_zoo_parameters_and_runs_the_scan_on_cpu():
   model, params, x = _lstm(True)
   fast = fast_paths.FastLSTM(H, num_layers=LAYERS, bidirectional=True)
