@@ -8,8 +8,9 @@ Each module's docstring has its math; everything below is importable from `zoo` 
   masking         sequence_mask, masked_softmax (d2l's semantics), softmax_where, causal_mask,
                   key_padding_mask, lengths_to_mask, combine_masks
   scoring         scores of one example, (Q, Dq) x (K, Dk) -> (Q, K): dot_score, scaled_dot_score,
-                  additive_score, bilinear_score, concat_score; the modules holding their
-                  parameters, DotScore ... ConcatScore; make_score(name), SCORE_NAMES
+                  additive_score(_projected), bilinear_score, concat_score; the modules
+                  holding their parameters, DotScore ... ConcatScore; make_score(name),
+                  SCORE_NAMES
   attention       Attention: one head, any score by name, valid_lens or mask, dropout on weights
   pooling         AttentionPooling (a learned query), masked_mean_pool
   self_attention  SimpleSelfAttention (softmax(X X^T) X), SelfAttention (Q/K/V projections)
@@ -54,6 +55,7 @@ from zoo.scoring import ConcatScore
 from zoo.scoring import DotScore
 from zoo.scoring import ScaledDotScore
 from zoo.scoring import additive_score
+from zoo.scoring import additive_score_projected
 from zoo.scoring import bilinear_score
 from zoo.scoring import concat_score
 from zoo.scoring import dot_score

@@ -39,20 +39,42 @@ class Attention(nn.Module):
   dtype: Dtype = jnp.float32
   param_dtype: Dtype = jnp.float32
 
+  def setup(self):
+    self.scorer = scoring.make_score(self.score, features=self.score_features, dtype=self.dtype,
+                                     param_dtype=self.param_dtype)
+
+  def project_keys(self, keys: jax.Array) -> jax.Array:
+    """The additive score's W_k keys, (B, K, Dk) -> (B, K, A), to pass with keys_projected=True.
+
+    A decoder that attends to the same keys at every step projects them once, before its loop
+    (zoo.BahdanauDecoder); only the 'additive' score has a key projection.
+    """
+    self._check_projectable()
+    checks.rank(keys, 3, "keys")
+    return self.scorer.project_keys(keys)
+
+  def _check_projectable(self) -> None:
+    if self.score != "additive":
+      raise ValueError(f"only the 'additive' score projects its keys; this Attention's score is "
+                       f"{self.score!r}")
+
   @nn.compact
   def __call__(self, queries: jax.Array, keys: jax.Array, values: jax.Array,
                valid_lens: jax.Array | None = None, *, mask: jax.Array | None = None,
-               deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
+               deterministic: bool = True, keys_projected: bool = False
+               ) -> tuple[jax.Array, jax.Array]:
     """Attends every query to the keys and averages the values with the attention weights.
 
     Args:
       queries: float (B, Q, Dq).
-      keys: float (B, K, Dk); Dk == Dq for the 'dot' and 'scaled_dot' scores.
+      keys: float (B, K, Dk); Dk == Dq for the 'dot' and 'scaled_dot' scores. With
+        keys_projected=True, the output of `project_keys` (B, K, A) instead.
       values: float (B, K, Dv).
       valid_lens: None (attend to all keys), int (B,) (the first valid_lens[b] keys of example b are
         valid) or int (B, Q) (a length per query row), as in d2l's masked_softmax.
       mask: optional bool broadcastable to (B, Q, K), True = may attend; combined with valid_lens.
       deterministic: if False, apply dropout to the weights.
+      keys_projected: whether `keys` come from `project_keys` ('additive' score only).
 
     Returns:
       context: (B, Q, Dv), the weighted averages of the values; all zeros for a query row with
@@ -61,6 +83,8 @@ class Attention(nn.Module):
         masked).
     """
     scorer_cls = scoring.score_class(self.score)
+    if keys_projected:
+      self._check_projectable()
     for array, name in [(queries, "queries"), (keys, "keys"), (values, "values")]:
       checks.rank(array, 3, name)
       checks.floating(array, name)
@@ -77,9 +101,10 @@ class Attention(nn.Module):
       lens_mask = masking.lengths_to_mask(valid_lens, batch, num_queries, num_keys)
       mask = masking.combine_masks(lens_mask, mask)
 
-    scorer = scoring.make_score(self.score, features=self.score_features, dtype=self.dtype,
-                                param_dtype=self.param_dtype, name="scorer")
-    scores = scorer(queries, keys)  # (B, Q, K)
+    if keys_projected:
+      scores = self.scorer(queries, keys, keys_projected=True)  # (B, Q, K)
+    else:
+      scores = self.scorer(queries, keys)  # (B, Q, K)
     weights = masking.softmax_where(scores, mask)  # (B, Q, K), float32 softmax, cast to dtype
     dropped = nn.Dropout(rate=self.dropout_rate)(weights, deterministic=deterministic)
     context = jnp.einsum("bqk,bkv->bqv", dropped, jnp.asarray(values, self.dtype))  # (B, Q, Dv)

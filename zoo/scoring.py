@@ -6,6 +6,7 @@ scores (Q, K), with its parameters passed in explicitly:
   dot_score(q, k)                        q k^T                      (Dq == Dk)
   scaled_dot_score(q, k)                 q k^T / sqrt(D)            (Dq == Dk == D)
   additive_score(q, k, w_q, w_k, v)      v^T tanh(W_q q + W_k k)    (Bahdanau, d2l's MLP attention)
+  additive_score_projected(qh, kh, v)    v^T tanh(qh + kh)          (the same, from W_q q and W_k k)
   bilinear_score(q, k, w)                q^T W k                    (Luong's "general")
   concat_score(q, k, w, v)               v^T tanh(W [q; k])         (Luong's "concat")
 
@@ -80,7 +81,27 @@ def additive_score(q: jax.Array, k: jax.Array, w_q: jax.Array, w_k: jax.Array,
     scores (Q, K).
   """
   _check_pair(q, k, same_width=False)
-  hidden = jnp.tanh((q @ w_q)[:, None, :] + (k @ w_k)[None, :, :])  # (Q, K, A)
+  return additive_score_projected(q @ w_q, k @ w_k, v)
+
+
+def additive_score_projected(q_hidden: jax.Array, k_hidden: jax.Array, v: jax.Array) -> jax.Array:
+  """The additive score from projected queries and keys: v^T tanh(q_hidden + k_hidden).
+
+  additive_score(q, k, w_q, w_k, v) == additive_score_projected(q @ w_q, k @ w_k, v); a decoder
+  that scores the same keys at every step projects them once (AdditiveScore.project_keys).
+
+  Args:
+    q_hidden: projected queries (Q, A), W_q q.
+    k_hidden: projected keys (K, A), W_k k.
+    v: (A,).
+
+  Returns:
+    scores (Q, K).
+  """
+  checks.rank(q_hidden, 2, "q_hidden")
+  checks.rank(k_hidden, 2, "k_hidden")
+  checks.equal_dim(q_hidden, "q_hidden", -1, k_hidden, "k_hidden", -1)
+  hidden = jnp.tanh(q_hidden[:, None, :] + k_hidden[None, :, :])  # (Q, K, A)
   return hidden @ v
 
 
@@ -215,10 +236,19 @@ class _HiddenScore(_Score):
     return dk if self.features is None else self.features
 
 
+_ONLY_KEYS = object()  # AdditiveScore.__call__'s q when only the keys are to be projected
+
+
 class AdditiveScore(_HiddenScore):
   """Additive score v^T tanh(W_q q + W_k k): q (..., Q, Dq), k (..., K, Dk) -> (..., Q, K).
 
   Parameters: w_q (Dq, A), w_k (Dk, A), v (A,).
+
+  Keys scored again and again (a decoder's encoder outputs, one query per step) can be projected
+  once: `project_keys(k)` gives W_k k (..., K, A), and `__call__(q, k_hidden, keys_projected=True)`
+  scores against it; the two together equal `__call__(q, k)` and share its parameters. In a
+  training step this also saves the backward pass the two matmuls of W_k's gradient at every step
+  (zoo.BahdanauDecoder does this).
 
   Attributes:
     features: the hidden size A; None uses the key width Dk.
@@ -229,6 +259,48 @@ class AdditiveScore(_HiddenScore):
     hidden = self._hidden_size(dk)
     return (self._kernel("w_q", (dq, hidden)), self._kernel("w_k", (dk, hidden)),
             self._kernel("v", (hidden,), vector=True))
+
+  @nn.compact
+  def __call__(self, q: jax.Array, k: jax.Array, *, keys_projected: bool = False) -> jax.Array:
+    """Scores every query against every key.
+
+    Args:
+      q: float queries (..., Q, Dq).
+      k: float keys (..., K, Dk), or with keys_projected=True their projection W_k k (..., K, A)
+        from `project_keys` of this module; the leading axes of q and k broadcast.
+      keys_projected: whether k is already projected.
+
+    Returns:
+      scores (..., Q, K) in `dtype`.
+    """
+    only_keys = q is _ONLY_KEYS
+    if not only_keys:
+      checks.min_rank(q, 2, "q")
+    checks.min_rank(k, 2, "k")
+    if not only_keys:
+      checks.floating(q, "q")
+    checks.floating(k, "k")
+    k = jnp.asarray(k, self.dtype)
+    if only_keys:
+      return k @ self._kernel("w_k", (k.shape[-1], self._hidden_size(k.shape[-1])))  # (..., K, A)
+    q = jnp.asarray(q, self.dtype)
+    if not keys_projected:
+      w_q, w_k, v = self._score_params(q.shape[-1], k.shape[-1])
+      return _map_leading(lambda qi, ki: additive_score(qi, ki, w_q, w_k, v), q, k)
+    if not self.has_variable("params", "w_k"):
+      raise ValueError("keys_projected=True needs the keys projected by this module's "
+                       "project_keys (its w_k); it has none yet")
+    hidden = self.get_variable("params", "w_k").shape[-1]
+    if k.shape[-1] != hidden:
+      raise ValueError(f"k: projected keys must have width A = {hidden} (the score's hidden "
+                       f"size), got shape {k.shape}")
+    w_q = self._kernel("w_q", (q.shape[-1], hidden))
+    v = self._kernel("v", (hidden,), vector=True)
+    return _map_leading(lambda qi, ki: additive_score_projected(qi @ w_q, ki, v), q, k)
+
+  def project_keys(self, k: jax.Array) -> jax.Array:
+    """W_k k: float keys (..., K, Dk) -> (..., K, A) in `dtype`, for `keys_projected=True`."""
+    return self(_ONLY_KEYS, k)
 
 
 class BilinearScore(_Score):

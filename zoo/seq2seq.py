@@ -47,10 +47,12 @@ class BahdanauState(NamedTuple):
   Attributes:
     lstm: tuple of num_layers LSTMState(h (N, H), c (N, H)), float32, bottom layer first.
     enc_outputs: (N, S, E), the keys and values of the attention.
+    enc_keys: (N, S, H), the keys projected by the additive score's W_k, once per source.
     src_lens: int (N,), the number of real source tokens.
   """
   lstm: tuple[LSTMState, ...]
   enc_outputs: jax.Array
+  enc_keys: jax.Array
   src_lens: jax.Array
 
 
@@ -223,12 +225,16 @@ class BahdanauDecoder(_AttentionDecoder):
     self.context_gates = self._dense(4 * self.hidden_size, use_bias=False)
 
   def _initial_state(self, enc_outputs, src_lens, lstm_state):
-    return BahdanauState(lstm_state, enc_outputs, src_lens)
+    # W_k of the encoder outputs once, not at every step: teacher forcing then sums the keys'
+    # cotangents over the steps before the two matmuls of W_k's gradient (docs/BENCHMARKS.md).
+    enc_keys = self.attention.project_keys(enc_outputs)  # (N, S, H)
+    return BahdanauState(lstm_state, enc_outputs, enc_keys, src_lens)
 
   def _step(self, state: BahdanauState, embed_gates, deterministic):
     query = state.lstm[-1].h.astype(self.dtype)[:, None, :]  # (N, 1, H)
-    context, weights = self.attention(query, state.enc_outputs, state.enc_outputs, state.src_lens,
-                                      deterministic=deterministic)  # (N, 1, E), (N, 1, S)
+    context, weights = self.attention(query, state.enc_keys, state.enc_outputs, state.src_lens,
+                                      deterministic=deterministic,
+                                      keys_projected=True)  # (N, 1, E), (N, 1, S)
     gates = embed_gates + self.context_gates(context[:, 0])  # (N, 4H)
     top, lstm_state = self.lstm.step_gates(state.lstm, gates, deterministic=deterministic)
     return top, weights[:, 0], state._replace(lstm=lstm_state)

@@ -183,3 +183,38 @@ def test_bad_arguments_are_named():
     apply(q, k, v, mask=jnp.ones((2, B, Q, K), bool))  # would widen the scores
   with pytest.raises(ValueError, match="score: unknown name 'cosine'"):
     zoo.Attention(score="cosine").apply({}, q, k, v)
+
+
+def test_projected_keys_give_the_same_attention_and_are_additive_only():
+  """project_keys once + keys_projected=True equals the plain call, with the same parameters;
+  other scores have no key projection; projected keys need this module's W_k."""
+  rng = np.random.default_rng(3)
+  b, q, k, dq, dk, dv, a = 3, 5, 7, 4, 6, 2, 9
+  queries, keys = jnp.asarray(rng.normal(size=(b, q, dq))), jnp.asarray(rng.normal(size=(b, k, dk)))
+  values, lens = jnp.asarray(rng.normal(size=(b, k, dv))), jnp.array([7, 3, 0])
+  queries, keys, values = (x.astype(jnp.float32) for x in (queries, keys, values))
+  attention = zoo.Attention("additive", score_features=a)
+  variables = attention.init(jax.random.key(1), queries, keys, values)
+  want = attention.apply(variables, queries, keys, values, lens)
+  projected = attention.apply(variables, keys, method=attention.project_keys)
+  chex.assert_shape(projected, (b, k, a))
+  np.testing.assert_allclose(projected, keys @ variables["params"]["scorer"]["w_k"], rtol=1e-6)
+  got = attention.apply(variables, queries, projected, values, lens, keys_projected=True)
+  chex.assert_trees_all_close(got, want, atol=1e-6)
+  # Initialized through the two-step path: the same parameters by name and shape (drawn in
+  # another order, so other values for the same seed), and the plain call works with them.
+  def two_step(module, queries, keys, values, lens=None):
+    return module(queries, module.project_keys(keys), values, lens, keys_projected=True)
+  staged = attention.init(jax.random.key(1), queries, keys, values, method=two_step)
+  chex.assert_trees_all_equal_shapes_and_dtypes(staged, variables)
+  chex.assert_trees_all_close(attention.apply(staged, queries, keys, values, lens),
+                              attention.apply(staged, queries, keys, values, lens, method=two_step),
+                              atol=1e-6)
+  with pytest.raises(ValueError, match="only the 'additive' score projects its keys"):
+    zoo.Attention("dot").init(jax.random.key(0), keys, method="project_keys")
+  with pytest.raises(ValueError, match="only the 'additive' score projects its keys"):
+    zoo.Attention("bilinear").init(jax.random.key(0), queries, keys, values, keys_projected=True)
+  with pytest.raises(ValueError, match="needs the keys projected by this module's project_keys"):
+    attention.init(jax.random.key(0), queries, projected, values, keys_projected=True)
+  with pytest.raises(ValueError, match=r"projected keys must have width A = 9"):
+    attention.apply(variables, queries, keys, values, keys_projected=True)

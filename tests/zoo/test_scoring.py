@@ -1,3 +1,4 @@
+import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -148,3 +149,19 @@ def test_jax_vmap_over_module_apply():
   variables = random_variables(module, q, k, seed=4)
   mapped = jax.vmap(module.apply, in_axes=(None, 0, 0))(variables, q, k)
   np.testing.assert_allclose(mapped, module.apply(variables, q, k), rtol=1e-6)
+
+
+def test_additive_score_from_projections_and_the_module_s_two_step_path():
+  rng = np.random.default_rng(7)
+  q, k = rng.normal(size=(2, 5, 3)).astype(np.float32), rng.normal(size=(2, 7, 4)).astype(np.float32)
+  w_q, w_k, v = (rng.normal(size=s).astype(np.float32) for s in ((3, 6), (4, 6), (6,)))
+  np.testing.assert_array_equal(zoo.additive_score(q[0], k[0], w_q, w_k, v),
+                                zoo.additive_score_projected(q[0] @ w_q, k[0] @ w_k, v))
+  score = zoo.AdditiveScore(features=6)
+  variables = score.init(jax.random.key(0), q, k)
+  projected = score.apply(variables, k, method=score.project_keys)  # (2, 7, 6)
+  chex.assert_shape(projected, (2, 7, 6))
+  np.testing.assert_allclose(score.apply(variables, q, projected, keys_projected=True),
+                             score.apply(variables, q, k), rtol=1e-5, atol=1e-6)
+  with pytest.raises(ValueError, match=r"q_hidden.shape\[-1\] = 3 but k_hidden.shape\[-1\] = 4"):
+    zoo.additive_score_projected(q[0], k[0], v)

@@ -275,3 +275,34 @@ def test_copy_task_training_lowers_the_loss(kind):
   logits, new_state = jax.eval_shape(
       lambda s: model.apply(variables, s, dec_in[:, 0], method=zoo.Seq2Seq.decode_step), state)
   assert logits.shape == (B, V) and new_state == state
+
+
+def _dot_shapes(jaxpr, in_scan=False):
+  """(in a scan body?, operand and output shapes) of every dot_general of a jaxpr, recursively."""
+  found = []
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name == "dot_general":
+      shapes = [tuple(v.aval.shape) for v in (*eqn.invars, *eqn.outvars)]
+      found.append((in_scan, shapes))
+    for value in eqn.params.values():
+      inner = getattr(value, "jaxpr", value)
+      if hasattr(inner, "eqns"):
+        found += _dot_shapes(inner, in_scan or eqn.primitive.name == "scan")
+  return found
+
+
+def test_bahdanau_projects_the_keys_once_outside_the_scan():
+  """W_k (E, H) touches no matmul inside the teacher-forcing scan, forward or backward: the keys
+  are projected before it and W_k's gradient is taken once after it, not at every step."""
+  _, model, variables, _, (tokens, enc_outputs, src_lens, init_state) = _make_decoder("bahdanau")
+  assert variables["params"]["attention"]["scorer"]["w_k"].shape == (E, H)
+
+  def loss(params, enc):
+    logits, _ = model.apply({"params": params}, tokens, enc, src_lens, init_state)
+    return jnp.sum(logits ** 2)
+
+  jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1)))(variables["params"], enc_outputs).jaxpr
+  dots = _dot_shapes(jaxpr)
+  with_w_k = [(in_scan, shapes) for in_scan, shapes in dots if (E, H) in shapes]
+  assert with_w_k and not any(in_scan for in_scan, _ in with_w_k), with_w_k
+  assert any(in_scan for in_scan, _ in dots)  # the decoder's own step is still a scan
