@@ -248,7 +248,9 @@ class AdditiveScore(_HiddenScore):
   once: `project_keys(k)` gives W_k k (..., K, A), and `__call__(q, k_hidden, keys_projected=True)`
   scores against it; the two together equal `__call__(q, k)` and share its parameters. In a
   training step this also saves the backward pass the two matmuls of W_k's gradient at every step
-  (zoo.BahdanauDecoder does this).
+  (zoo.BahdanauDecoder does this). Initialized through `project_keys` first, the parameters are
+  drawn in another order than by the plain call: the same names, shapes and distributions, other
+  values for the same seed.
 
   Attributes:
     features: the hidden size A; None uses the key width Dk.

@@ -211,6 +211,9 @@ class BahdanauDecoder(_AttentionDecoder):
   token embedding as the bottom LSTM layer's input; a dense layer maps the top output to logits.
   Fields as in `_AttentionDecoder`.
 
+  The encoder outputs are projected by the score's W_k once, in `init_decode_state`
+  (BahdanauState.enc_keys), not at every step.
+
   Parameters: embedding (V, E_t); lstm (see zoo.LSTM); attention/scorer (w_q (H, H), w_k (E, H),
   v (H,)); context_gates/kernel (E, 4H), the context's rows of the bottom layer's W_ih (in PyTorch
   terms, d2l feeds [context; embedding], so its weight_ih_l0.T is context_gates/kernel stacked on
