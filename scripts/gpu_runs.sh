@@ -20,7 +20,8 @@
 # machine's own versions cannot start the run. Everything comes back as $OUT/gpu-runs.tar.gz
 # (the run's config, metrics, logs) beside the logs themselves.
 # Measured (H200, 2026-11-26, docs/RESULTS.md): translation-transformer reached step 7,254 of
-# 22,840 in a 565-second call (about 20 ms a step); its whole schedule needs about 10 minutes.
+# 22,840 in a 565-second call (about 20 ms a step); by that pace (an estimate) its whole schedule
+# needs about 10 minutes.
 set -uo pipefail
 start=$(date +%s)
 deadline=${DEADLINE_S:-570}
