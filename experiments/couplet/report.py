@@ -2,16 +2,17 @@
 
     python -m experiments.couplet.report --workdir runs/couplet-lstm_cpu [--splits dev test]
         [--checkpoint best] [--limit N] [--force-punct] [--no-copy] [--keep-pattern]
-        [--out report.json]
+        [--forms NAME ...] [--beam-size K] [--out report.json]
 
 For each split: perplexity (exp of the mean NLL per target token, eos included) and, for beam
-search (the run's beam size) under each decoding form, the scores of experiments.couplet.metrics
+search (the run's beam size, or --beam-size) under each decoding form, the scores of experiments.couplet.metrics
 (character BLEU, BLEU-1, BLEU-2, exact-length rate and the form rates) over every couplet of the
 split (or the first --limit), with the decoding time. The forms, keyed by form.FormOptions.name:
 'free' (no constraint), 'length' (exact length), then each flagged constraint with the length
 alone ('length+punct' for --force-punct, 'length+nocopy' for --no-copy, 'length+pattern' for
 --keep-pattern) and, with two flags or more, all of them together ('length+punct+nocopy+pattern'
-with the three), so each constraint's effect shows on its own. Under 'reference': the reference lines' own form rates (ref_*: how often human
+with the three), so each constraint's effect shows on its own; --forms NAME ... scores only the
+forms named (any of FORM_NAMES, in report order) instead of those the flags give. Under 'reference': the reference lines' own form rates (ref_*: how often human
 lower lines break each rule), the level to compare the models' with. Then the samples of
 `CoupletTask.samples`. Writes the JSON to --out (default <workdir>/report.json) and prints it.
 """
@@ -45,9 +46,23 @@ def report_forms(force_punct: bool = False, no_copy: bool = False,
   return forms
 
 
+FORM_NAMES = tuple(form.name for form in report_forms(True, True, True))
+
+
+def named_forms(names: Sequence[str]) -> list[FormOptions]:
+  """The forms called `names` (each in FORM_NAMES), in report order."""
+  unknown = sorted(set(names) - set(FORM_NAMES))
+  if unknown:
+    raise ValueError(f"unknown decoding form(s) {', '.join(map(repr, unknown))}: choose from "
+                     f"{', '.join(FORM_NAMES)}")
+  return [form for form in report_forms(True, True, True) if form.name in names]
+
+
 def score_run(task: CoupletTask, params: Any, splits: Sequence[str], limit: int | None = None,
-              forms: Sequence[FormOptions] = tuple(report_forms())) -> dict[str, Any]:
-  """The report's numbers for `splits` under each of `forms` (see the module docstring)."""
+              forms: Sequence[FormOptions] = tuple(report_forms()),
+              beam_size: int | None = None) -> dict[str, Any]:
+  """The report's numbers for `splits` under each of `forms` (see the module docstring), decoded
+  with beam `beam_size` (None: the run's config.data.beam_size)."""
   out: dict[str, Any] = {}
   for split in splits:
     started = time.time()
@@ -56,7 +71,7 @@ def score_run(task: CoupletTask, params: Any, splits: Sequence[str], limit: int 
     result["perplexity_s"] = round(time.time() - started, 1)
     for options in forms:
       started = time.time()
-      scores, _ = task.score_split(params, split, limit, options=options)
+      scores, _ = task.score_split(params, split, limit, options=options, beam_size=beam_size)
       result[options.name] = {name: value for name, value in scores.as_dict().items()
                               if name not in metrics.REFERENCE_NAMES}
       result[options.name]["decode_s"] = round(time.time() - started, 1)
@@ -82,16 +97,28 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--keep-pattern", action="store_true",
                       help="also score decoding that keeps the upper line's repetition pattern "
                            "('length+pattern')")
+  parser.add_argument("--forms", nargs="+", choices=FORM_NAMES, metavar="NAME",
+                      help="score only these decoding forms, instead of those the three flags "
+                           f"give (any of: {', '.join(FORM_NAMES)})")
+  parser.add_argument("--beam-size", type=int, default=None,
+                      help="the beam of every decode (default: the run's data.beam_size)")
   parser.add_argument("--out", help="the JSON file to write (default <workdir>/report.json)")
   args = parser.parse_args(argv)
+  if args.forms and (args.force_punct or args.no_copy or args.keep_pattern):
+    parser.error("--forms names the forms itself: leave out --force-punct, --no-copy and "
+                 "--keep-pattern")
+  if args.beam_size is not None and args.beam_size < 1:
+    parser.error(f"--beam-size must be at least 1, got {args.beam_size}")
+  if args.limit is not None and args.limit < 1:
+    parser.error(f"--limit must be at least 1, got {args.limit}")
+  forms = (named_forms(args.forms) if args.forms
+           else report_forms(args.force_punct, args.no_copy, args.keep_pattern))
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
   task, params = run.task, run.params
   report = {"workdir": os.path.abspath(args.workdir), "model": task.config.model_name,
             "checkpoint": args.checkpoint, "step": run.step,
-            "beam_size": task.config.data.beam_size, "limit": args.limit,
-            "splits": score_run(task, params, args.splits, args.limit,
-                                report_forms(args.force_punct, args.no_copy,
-                                             args.keep_pattern)),
+            "beam_size": args.beam_size or task.config.data.beam_size, "limit": args.limit,
+            "splits": score_run(task, params, args.splits, args.limit, forms, args.beam_size),
             "samples": task.samples(params)}
   text = json.dumps(report, ensure_ascii=False, indent=2)
   with open(args.out or os.path.join(args.workdir, "report.json"), "w", encoding="utf-8") as f:

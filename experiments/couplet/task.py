@@ -160,20 +160,24 @@ class CoupletTask(Seq2SeqTask):
                        distinct_positions=distinct, progress=progress)
 
   def decode_split(self, params, split: str, limit: int | None, *,
-                   options: FormOptions = FormOptions()) -> list[Decoded]:
-    """Beam search over the first `limit` couplets of `split` (None: all), in index order."""
+                   options: FormOptions = FormOptions(),
+                   beam_size: int | None = None) -> list[Decoded]:
+    """Beam search (beam_size None: config.data.beam_size) over the first `limit` couplets of
+    `split` (None: all), in index order."""
     sources = self.data.splits[split].sequences["src"]
     count = len(sources) if limit is None else min(limit, len(sources))
-    return self.decode_lines(params, [sources[i] for i in range(count)], options=options)
+    return self.decode_lines(params, [sources[i] for i in range(count)], options=options,
+                             beam_size=beam_size)
 
   def score_split(self, params, split: str, limit: int | None, *,
-                  options: FormOptions = FormOptions()
+                  options: FormOptions = FormOptions(), beam_size: int | None = None
                   ) -> tuple[metrics.CoupletScores, list[list[str]]]:
-    """Decodes and scores the first `limit` couplets of `split`; also returns the best lines.
+    """Decodes (beam_size None: config.data.beam_size) and scores the first `limit` couplets of
+    `split`; also returns the best lines.
 
     The references' form rates read them as the model does ("<unk>" for unknown characters).
     """
-    decoded = self.decode_split(params, split, limit, options=options)
+    decoded = self.decode_split(params, split, limit, options=options, beam_size=beam_size)
     sequences = self.data.splits[split].sequences
     count = len(decoded)
     best = [self.vocab.decode(hyps[0]) for hyps, _ in decoded]

@@ -28,6 +28,7 @@ from typing import Any, Callable, ClassVar, Literal
 import flax.linen as nn
 
 from experiments import config as config_lib
+from experiments.sentiment import inits
 from experiments.sentiment import models
 
 # Scores the BiLSTM attention-pooling runs are registered for.
@@ -90,7 +91,8 @@ class BiLSTMMeanConfig:
   in, part of its recipe; the default since 2026-11-26) or 'flax' (flax's and zoo's defaults,
   which every run saved before the setting existed used); experiments/sentiment/inits.py lists
   both. With 'paddle' the seed-recipe runs gain about a point of test accuracy (docs/RESULTS.md,
-  "The chapter's initialization").
+  "The chapter's initialization"). For an ablation, either name with parts of the other, such as
+  'paddle+flax_embedding' (inits.named).
   """
   OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {"init": "flax"}
 
@@ -98,8 +100,11 @@ class BiLSTMMeanConfig:
   hidden_size: int = 128
   num_layers: int = 1
   dropout_rate: float = 0.0
-  init: Literal["flax", "paddle"] = "paddle"
+  init: str = "paddle"
   reads_bigrams = True
+
+  def __post_init__(self):
+    inits.named(self.init)  # a ValueError naming what is wrong with an unknown name
 
   def encoder(self, vocab_size: int, dtype: Any, param_dtype: Any,
               bigram_vocab_size: int = 0) -> models.BiLSTMEncoder:

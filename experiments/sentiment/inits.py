@@ -19,7 +19,10 @@ biases apart; zoo.LSTMLayer has one, initialized here as the sum of two such dra
 function at the start, though under Adam Paddle's two biases move their sum up to twice as far a
 step, which one bias does not reproduce.
 
-`named(name)` returns the `Initializers` of a name in NAMES.
+`named(name)` returns the `Initializers` of a name: one of NAMES, or for an ablation one of them
+with parts taken from the other, '+'-joined as `<source>_<part>` with a part of PARTS:
+'paddle+flax_embedding' is the chapter's initialization with flax's embedding table,
+'flax+paddle_embedding+paddle_lstm' flax's with the chapter's embedding table and LSTM weights.
 """
 
 from __future__ import annotations
@@ -84,10 +87,26 @@ PADDLE = Initializers(embedding=nn.initializers.xavier_uniform(), lstm=paddle_ls
                       query=symmetric_uniform(0.5))
 
 
+BASES = {"flax": FLAX, "paddle": PADDLE}  # by name, in NAMES order
+PARTS = Initializers._fields  # what an ablation name can take from the other base
+
+
 def named(name: str) -> Initializers:
-  """The initializers called `name` ('flax' or 'paddle')."""
-  if name == "flax":
-    return FLAX
-  if name == "paddle":
-    return PADDLE
-  raise ValueError(f"unknown initialization {name!r}: choose one of {', '.join(NAMES)}")
+  """The initializers called `name`: 'flax', 'paddle', or an ablation such as
+  'paddle+flax_embedding' (see the module docstring)."""
+  base, *swaps = name.split("+")
+  if base not in BASES:
+    raise ValueError(f"unknown initialization {name!r}: it must start with one of "
+                     f"{', '.join(NAMES)}")
+  initializers, taken = BASES[base], set()
+  for swap in swaps:
+    source, _, part = swap.partition("_")
+    if source not in BASES or part not in PARTS:
+      raise ValueError(f"initialization {name!r}: {swap!r} is not <source>_<part> with a source "
+                       f"of {', '.join(NAMES)} and a part of {', '.join(PARTS)}")
+    if source == base or part in taken:
+      raise ValueError(f"initialization {name!r}: {swap!r} " + (
+          f"takes from the base {base!r} itself" if source == base else f"takes {part!r} twice"))
+    taken.add(part)
+    initializers = initializers._replace(**{part: getattr(BASES[source], part)})
+  return initializers

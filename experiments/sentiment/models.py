@@ -128,8 +128,9 @@ class BiLSTMEncoder(nn.Module):
     dropout_rate: dropout on the embeddings and between LSTM layers (training only).
     dtype, param_dtype: computation and storage dtypes.
     bigram_vocab_size: > 0 adds word-bigram embeddings (see embed_words).
-    init: how the classifier's parameters start, one of inits.NAMES: 'flax' (flax's and zoo's
-      defaults) or 'paddle' (the nndl chapter's framework's; see experiments/sentiment/inits.py).
+    init: how the classifier's parameters start, a name of inits.named: 'flax' (flax's and zoo's
+      defaults), 'paddle' (the nndl chapter's framework's; see experiments/sentiment/inits.py) or
+      an ablation of the two ('paddle+flax_embedding').
       The classifiers built on this encoder read it for their own layers too.
   """
   vocab_size: int

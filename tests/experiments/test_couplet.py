@@ -263,6 +263,49 @@ def test_report_scores_each_form_and_the_references(workdir, tmp_path, capsys):
   assert set(dev["reference"]) == {*metrics.REFERENCE_NAMES, "count"}
 
 
+def test_report_scores_the_named_forms_with_another_beam(workdir, tmp_path, capsys, monkeypatch):
+  beams = []
+  decode = task_lib.CoupletTask.decode
+
+  def spy(self, params, sources, **kwargs):
+    beams.append(kwargs["beam_size"])
+    return decode(self, params, sources, **kwargs)
+
+  monkeypatch.setattr(task_lib.CoupletTask, "decode", spy)
+  out = str(tmp_path / "report.json")
+  assert report.main(["--workdir", workdir, "--splits", "dev", "--limit", "5", "--forms",
+                      "length+punct", "free", "--beam-size", "3", "--out", out]) == 0
+  capsys.readouterr()
+  with open(out, encoding="utf-8") as f:
+    written = json.load(f)
+  assert written["beam_size"] == 3
+  assert list(written["splits"]["dev"]) == ["perplexity", "perplexity_s", "free", "length+punct",
+                                            "reference"]  # report order, not the order given
+  assert beams[:2] == [3, 3]  # the two forms; the samples after them use the run's own beam
+  assert written["splits"]["dev"]["length+punct"]["punct_match_rate"] == 1.0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--forms", "length", "--no-copy"], "--forms names the forms itself"),
+    (["--forms", "length+copy"], "invalid choice: 'length+copy'"),
+    (["--beam-size", "0"], "--beam-size must be at least 1, got 0"),
+    (["--limit", "0"], "--limit must be at least 1, got 0"),
+])
+def test_report_rejects_bad_arguments(argv, message, capsys):
+  with pytest.raises(SystemExit):
+    report.main(["--workdir", "nowhere", *argv])
+  assert message in capsys.readouterr().err
+
+
+def test_named_forms_keep_report_order_and_reject_unknown_names():
+  assert [f.name for f in report.named_forms(["length+pattern", "free"])] == ["free",
+                                                                              "length+pattern"]
+  assert report.FORM_NAMES == ("free", "length", "length+punct", "length+nocopy",
+                               "length+pattern", "length+punct+nocopy+pattern")
+  with pytest.raises(ValueError, match="unknown decoding form\\(s\\) 'punct': choose from free"):
+    report.named_forms(["punct", "free"])
+
+
 # ---- the side-by-side table of random couplets
 
 

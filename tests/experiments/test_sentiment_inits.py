@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -104,3 +105,35 @@ def test_unknown_init_names_the_choices():
     inits.named("torch")
   with pytest.raises(ValueError, match="init"):
     config_lib.override(configs.CONFIGS["bilstm_mean"](), ["--model.init", "torch"])
+
+
+def test_ablation_names_take_single_parts_from_the_other_initialization():
+  """'paddle+flax_embedding': the chapter's draws everywhere but flax's embedding table; and the
+  converse, the chapter's table in flax's initialization."""
+  params = _params(models.BiLSTMAttentionPool, "paddle+flax_embedding", score="additive")
+  np.testing.assert_allclose(np.std(params["encoder"]["embed"]["embedding"]), 1 / math.sqrt(E),
+                             rtol=0.05)
+  _uniform_spread(params["encoder"]["bilstm"]["layers_0"]["hidden_kernel"], 1 / math.sqrt(H))
+  _uniform_spread(params["pool"]["query"], 0.5)
+  params = _params(models.BiLSTMAttentionPool, "flax+paddle_embedding", score="dot")
+  _uniform_spread(params["encoder"]["embed"]["embedding"], math.sqrt(6 / (V + E)))
+  np.testing.assert_array_equal(params["encoder"]["bilstm"]["layers_0"]["input"]["bias"], 0.0)
+  both = inits.named("flax+paddle_lstm+paddle_dense_kernel")
+  assert (both.lstm, both.dense_kernel) == (inits.PADDLE.lstm, inits.PADDLE.dense_kernel)
+  assert (both.embedding, both.query) == (inits.FLAX.embedding, inits.FLAX.query)
+  cfg = config_lib.override(configs.CONFIGS["bilstm_attn_dot"](),
+                            ["--model.init", "paddle+flax_embedding"])
+  assert cfg.model.build(V, jnp.float32, jnp.float32).encoder.init == "paddle+flax_embedding"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("paddle+flax_emb", "'flax_emb' is not <source>_<part> with a source of flax, paddle and a "
+                        "part of embedding, lstm, dense_kernel, query"),
+    ("paddle+torch_lstm", "'torch_lstm' is not <source>_<part>"),
+    ("paddle+paddle_lstm", "'paddle_lstm' takes from the base 'paddle' itself"),
+    ("flax+paddle_lstm+paddle_lstm", "'paddle_lstm' takes 'lstm' twice"),
+    ("flax+", "'' is not <source>_<part>"),
+])
+def test_bad_ablation_names_say_what_is_wrong(name, message):
+  with pytest.raises(ValueError, match=re.escape(f"initialization {name!r}: {message}")):
+    inits.named(name)
