@@ -205,8 +205,9 @@ class _AttentionDecoder(_Sizes):
 class BahdanauDecoder(_AttentionDecoder):
   """d2l's attention decoder: the previous top hidden state queries the encoder outputs.
 
-  At each step the top layer's previous h (the encoder's final h before the first step) scores
-  the encoder outputs with additive attention (hidden size H, d2l's AdditiveAttention), masked by
+  At each step the top layer's previous h (before the first step, that of the initial state given,
+  which zoo.Seq2Seq sets to the encoder's final state; zeros without one) scores the encoder
+  outputs with additive attention (hidden size H, d2l's AdditiveAttention), masked by
   `src_lens`, with dropout `dropout_rate` on the weights in training; the context (E,) joins the
   token embedding as the bottom LSTM layer's input; a dense layer maps the top output to logits.
   Fields as in `_AttentionDecoder`.
