@@ -361,7 +361,8 @@ def bahdanau_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, h
                      num_layers: int = 1, dropout_rate: float = 0.0, dtype: Dtype = jnp.float32,
                      param_dtype: Dtype = jnp.float32) -> Seq2Seq:
   """d2l's seq2seq with Bahdanau attention: RecurrentEncoder + BahdanauDecoder of equal sizes
-  (d2l 10.4 uses embed_dim 32, hidden_size 32, num_layers 2, dropout_rate 0.1)."""
+  (section 10.4 of d2l 0.17 trains embed_dim 32, hidden_size 32, num_layers 2, dropout_rate
+  0.1)."""
   return _seq2seq(BahdanauDecoder, src_vocab_size, tgt_vocab_size, embed_dim, hidden_size,
                   num_layers, dropout_rate, dtype, param_dtype)
 

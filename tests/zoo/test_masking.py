@@ -25,7 +25,8 @@ def test_sequence_mask_rejects_bad_lengths():
 
 
 def test_masked_softmax_d2l_example_per_batch_lengths():
-  # d2l 10.3.1: masked_softmax(rand(2, 2, 4), [2, 3]); masked entries are exactly zero.
+  # d2l 11.3.2.1 (10.3.1 in d2l 0.17): masked_softmax(rand(2, 2, 4), [2, 3]); masked entries are
+  # exactly zero.
   scores = jax.random.uniform(jax.random.key(0), (2, 2, 4))
   weights = zoo.masked_softmax(scores, jnp.array([2, 3]))
   np.testing.assert_array_equal(weights[0, :, 2:], 0.0)
