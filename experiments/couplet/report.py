@@ -5,14 +5,15 @@
         [--forms NAME ...] [--beam-size K] [--out report.json]
 
 For each split: perplexity (exp of the mean NLL per target token, eos included) and, for beam
-search (the run's beam size, or --beam-size) under each decoding form, the scores of experiments.couplet.metrics
-(character BLEU, BLEU-1, BLEU-2, exact-length rate and the form rates) over every couplet of the
-split (or the first --limit), with the decoding time. The forms, keyed by form.FormOptions.name:
-'free' (no constraint), 'length' (exact length), then each flagged constraint with the length
-alone ('length+punct' for --force-punct, 'length+nocopy' for --no-copy, 'length+pattern' for
---keep-pattern) and, with two flags or more, all of them together ('length+punct+nocopy+pattern'
-with the three), so each constraint's effect shows on its own; --forms NAME ... scores only the
-forms named (any of FORM_NAMES, in report order) instead of those the flags give. Under 'reference': the reference lines' own form rates (ref_*: how often human
+search (the run's beam size, or --beam-size) under each decoding form, the scores of
+experiments.couplet.metrics (character BLEU, BLEU-1, BLEU-2, exact-length rate and the form rates)
+over every couplet of the split (or the first --limit), with the decoding time. The forms, keyed
+by form.FormOptions.name: 'free' (no constraint), 'length' (exact length), then each flagged
+constraint with the length alone ('length+punct' for --force-punct, 'length+nocopy' for
+--no-copy, 'length+pattern' for --keep-pattern) and, with two flags or more, all of them together
+('length+punct+nocopy+pattern' with the three), so each constraint's effect shows on its own;
+--forms NAME ... scores only the forms named (any of FORM_NAMES, in report order) instead of those
+the flags give. Under 'reference': the reference lines' own form rates (ref_*: how often human
 lower lines break each rule), the level to compare the models' with. Then the samples of
 `CoupletTask.samples`. Writes the JSON to --out (default <workdir>/report.json) and prints it.
 """
