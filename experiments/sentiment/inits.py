@@ -20,8 +20,8 @@ function at the start, though under Adam Paddle's two biases move their sum up t
 step, which one bias does not reproduce.
 
 Which part carries the chapter's gain of about a point is not settled: in paired runs, swapping
-the embedding table alone (either way) or the LSTM's initializers alone moved test accuracy by at
-most 0.24 points, and flax's pooling query in the chapter's initialization cost 0.51 in the one
+the embedding table alone (either way), the LSTM's or the dense kernels' initializers alone moved
+test accuracy by at most 0.24 points, and flax's pooling query in the chapter's initialization cost 0.51 in the one
 seed run (docs/RESULTS.md, "Which part of the initialization").
 
 `named(name)` returns the `Initializers` of a name: one of NAMES, or for an ablation one of them
