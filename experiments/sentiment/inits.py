@@ -21,13 +21,14 @@ step, which one bias does not reproduce.
 
 Which part carries the chapter's gain of about a point is not settled: in paired runs, swapping
 the embedding table alone (either way), the LSTM's or the dense kernels' initializers alone moved
-test accuracy by at most 0.24 points, and flax's pooling query in the chapter's initialization cost 0.51 in the one
-seed run (docs/RESULTS.md, "Which part of the initialization").
+test accuracy by at most 0.24 points, and flax's pooling query in the chapter's initialization
+cost 0.51 in the one seed run (docs/RESULTS.md, "Which part of the initialization").
 
 `named(name)` returns the `Initializers` of a name: one of NAMES, or for an ablation one of them
 with parts taken from the other, '+'-joined as `<source>_<part>` with a part of PARTS:
 'paddle+flax_embedding' is the chapter's initialization with flax's embedding table,
-'flax+paddle_embedding+paddle_lstm' flax's with the chapter's embedding table and LSTM weights.
+'flax+paddle_embedding+paddle_lstm' flax's with the chapter's embedding table and LSTM
+initializers.
 """
 
 from __future__ import annotations

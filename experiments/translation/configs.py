@@ -100,8 +100,8 @@ def transformer() -> config_lib.Config:
   steps to 1e-3 then inverse square root decay, 40 epochs (about 23,000 steps), evaluated every
   2,000 steps; test with beam 4. Goal: test sacreBLEU >= 45. Measured on an NVIDIA H200 in
   bfloat16 (docs/RESULTS.md, 2026-11-26), stopped at 7,254 steps (12.7 epochs) by the device
-  call's time: test sacreBLEU 50.99 (beam 4), 49.23 (greedy); by that run's pace a whole run would take
-  about 10 minutes there (an estimate)."""
+  call's time: test sacreBLEU 50.99 (beam 4), 49.23 (greedy); by that run's pace a whole run
+  would take about 10 minutes there (an estimate)."""
   return _run(TransformerConfig(),
               config_lib.TrainConfig(batch_size=256, num_epochs=40, log_every=200,
                                      eval_every=2000, checkpoint_every=2000,
