@@ -11,6 +11,10 @@ single token "<unk>". form.py defines punctuation, content characters, repetitio
   bleu1, bleu2          the same with max_ngram_order 1 and 2: the geometric mean of the clipped
                         1-gram (and 2-gram) precisions times the brevity penalty, in 0-100.
   exact_length          the share of hypotheses with as many characters as their upper line.
+  oracle_lines          not a metric but a diagnostic: from each line's n-best list, the hypothesis
+                        with the best sentence-level BLEU-2 against its reference. It reads the
+                        reference, so the scores of those lines bound what any reranking of the
+                        n-best (MBR, a rescoring model) could reach, not what a decoder does.
 The form rates, each the share of the n lines (form.py has the rules):
   punct_match_rate      punctuation exactly where the upper line's is (same marks, none elsewhere).
   unwanted_repeat_rate  a character repeated at positions (i, j) where the upper line has no
@@ -63,6 +67,30 @@ def char_bleu(hypotheses: Sequence[str], references: Sequence[str], max_order: i
   _check_pairs(hypotheses, "hypotheses", references, "references")
   bleu = sacrebleu.metrics.BLEU(tokenize="char", max_ngram_order=max_order)
   return float(bleu.corpus_score(list(hypotheses), [list(references)]).score)
+
+
+def oracle_lines(nbest: Sequence[Sequence[Tokens]], references: Sequence[str],
+                 max_order: int = 2) -> list[Tokens]:
+  """Each line's hypothesis closest to its reference (the n-best oracle; see the module docstring).
+
+  Closest: the highest sentence-level character BLEU with n-grams up to `max_order` (sacrebleu's
+  sentence_score with effective_order, so a short line is not zeroed by its missing longer
+  n-grams); ties go to the earlier hypothesis, i.e. the decoder's own ranking.
+
+  Args:
+    nbest: for each of n lines, its hypotheses (token lists), best-scored first; at least one each.
+    references: the n reference lower lines as text.
+    max_order: the longest n-gram of the sentence BLEU (2: BLEU-2, the issue's headline score).
+  """
+  _check_pairs(nbest, "nbest", references, "references")
+  bleu = sacrebleu.metrics.BLEU(tokenize="char", max_ngram_order=max_order, effective_order=True)
+  picked = []
+  for i, (hypotheses, reference) in enumerate(zip(nbest, references)):
+    if not hypotheses:
+      raise ValueError(f"nbest[{i}] has no hypotheses")
+    scores = [bleu.sentence_score(line_text(h), [reference]).score for h in hypotheses]
+    picked.append(hypotheses[max(range(len(scores)), key=lambda k: (scores[k], -k))])
+  return picked
 
 
 def _share(test: Callable[[Tokens, Tokens], bool], lowers: Sequence[Tokens],

@@ -2,7 +2,7 @@
 
     python -m experiments.couplet.report --workdir runs/couplet-lstm_cpu [--splits dev test]
         [--checkpoint best] [--limit N] [--force-punct] [--no-copy] [--keep-pattern]
-        [--forms NAME ...] [--beam-size K] [--out report.json]
+        [--forms NAME ...] [--beam-size K] [--oracle] [--out report.json]
 
 For each split: perplexity (exp of the mean NLL per target token, eos included) and, for beam
 search (the run's beam size, or --beam-size) under each decoding form, the scores of
@@ -13,9 +13,11 @@ constraint with the length alone ('length+punct' for --force-punct, 'length+noco
 --no-copy, 'length+pattern' for --keep-pattern) and, with two flags or more, all of them together
 ('length+punct+nocopy+pattern' with the three), so each constraint's effect shows on its own;
 --forms NAME ... scores only the forms named (any of FORM_NAMES, in report order) instead of those
-the flags give. Under 'reference': the reference lines' own form rates (ref_*: how often human
-lower lines break each rule), the level to compare the models' with. Then the samples of
-`CoupletTask.samples`. Writes the JSON to --out (default <workdir>/report.json) and prints it.
+the flags give. With --oracle, each form also has 'oracle': the same scores for the line of each
+beam closest to its reference (metrics.oracle_lines), the most any reranking of that n-best could
+reach (it reads the reference: a diagnostic, not a decoder). Under 'reference': the reference
+lines' own form rates (ref_*: how often human lower lines break each rule), the level to compare
+the models' with. Then the samples of `CoupletTask.samples`. Writes the JSON to --out (default <workdir>/report.json) and prints it.
 """
 
 from __future__ import annotations
@@ -61,9 +63,10 @@ def named_forms(names: Sequence[str]) -> list[FormOptions]:
 
 def score_run(task: CoupletTask, params: Any, splits: Sequence[str], limit: int | None = None,
               forms: Sequence[FormOptions] = tuple(report_forms()),
-              beam_size: int | None = None) -> dict[str, Any]:
+              beam_size: int | None = None, oracle: bool = False) -> dict[str, Any]:
   """The report's numbers for `splits` under each of `forms` (see the module docstring), decoded
-  with beam `beam_size` (None: the run's config.data.beam_size)."""
+  with beam `beam_size` (None: the run's config.data.beam_size); with `oracle`, also the n-best
+  oracle's scores under each form's 'oracle'."""
   out: dict[str, Any] = {}
   for split in splits:
     started = time.time()
@@ -72,13 +75,22 @@ def score_run(task: CoupletTask, params: Any, splits: Sequence[str], limit: int 
     result["perplexity_s"] = round(time.time() - started, 1)
     for options in forms:
       started = time.time()
-      scores, _ = task.score_split(params, split, limit, options=options, beam_size=beam_size)
-      result[options.name] = {name: value for name, value in scores.as_dict().items()
-                              if name not in metrics.REFERENCE_NAMES}
-      result[options.name]["decode_s"] = round(time.time() - started, 1)
+      decoded = task.decode_split(params, split, limit, options=options, beam_size=beam_size)
+      decode_s = round(time.time() - started, 1)
+      scores, _ = task.score_decoded(split, decoded)
+      result[options.name] = {**_own_scores(scores), "decode_s": decode_s}
+      if oracle:
+        result[options.name]["oracle"] = _own_scores(task.score_decoded(split, decoded,
+                                                                        oracle=True)[0])
     result["reference"] = {**scores.reference, "count": scores.count}  # the same for every form
     out[split] = result
   return out
+
+
+def _own_scores(scores: metrics.CoupletScores) -> dict[str, float]:
+  """The lines' scores and count, without the references' rates (reported once per split)."""
+  return {name: value for name, value in scores.as_dict().items()
+          if name not in metrics.REFERENCE_NAMES}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                            f"give (any of: {', '.join(FORM_NAMES)})")
   parser.add_argument("--beam-size", type=int, default=None,
                       help="the beam of every decode (default: the run's data.beam_size)")
+  parser.add_argument("--oracle", action="store_true",
+                      help="also score each form's n-best oracle: the hypothesis of each beam "
+                           "closest to the reference (sentence BLEU-2), a bound on reranking")
   parser.add_argument("--out", help="the JSON file to write (default <workdir>/report.json)")
   args = parser.parse_args(argv)
   if args.forms and (args.force_punct or args.no_copy or args.keep_pattern):
@@ -119,7 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   report = {"workdir": os.path.abspath(args.workdir), "model": task.config.model_name,
             "checkpoint": args.checkpoint, "step": run.step,
             "beam_size": args.beam_size or task.config.data.beam_size, "limit": args.limit,
-            "splits": score_run(task, params, args.splits, args.limit, forms, args.beam_size),
+            "splits": score_run(task, params, args.splits, args.limit, forms, args.beam_size,
+                                args.oracle),
             "samples": task.samples(params)}
   text = json.dumps(report, ensure_ascii=False, indent=2)
   with open(args.out or os.path.join(args.workdir, "report.json"), "w", encoding="utf-8") as f:

@@ -178,13 +178,26 @@ class CoupletTask(Seq2SeqTask):
     The references' form rates read them as the model does ("<unk>" for unknown characters).
     """
     decoded = self.decode_split(params, split, limit, options=options, beam_size=beam_size)
+    return self.score_decoded(split, decoded)
+
+  def score_decoded(self, split: str, decoded: Sequence[Decoded], *, oracle: bool = False
+                    ) -> tuple[metrics.CoupletScores, list[list[str]]]:
+    """Scores the n-best lists of the first len(decoded) couplets of `split` (decode_split's);
+    also returns the lines scored.
+
+    The line scored for each couplet is its best-scored hypothesis, or with `oracle` the one
+    closest to the reference (metrics.oracle_lines: a bound on reranking, which reads the
+    reference).
+    """
     sequences = self.data.splits[split].sequences
     count = len(decoded)
-    best = [self.vocab.decode(hyps[0]) for hyps, _ in decoded]
+    references = self.data.references(split)[:count]
+    nbest = [[self.vocab.decode(h) for h in hyps] for hyps, _ in decoded]
+    lines = (metrics.oracle_lines(nbest, references) if oracle
+             else [hypotheses[0] for hypotheses in nbest])
     uppers = [self.vocab.decode(sequences["src"][i]) for i in range(count)]
     reference_tokens = [self.vocab.decode(sequences["tgt_out"][i]) for i in range(count)]
-    return metrics.score_lines(best, uppers, self.data.references(split)[:count],
-                               reference_tokens), best
+    return metrics.score_lines(lines, uppers, references, reference_tokens), lines
 
   def _decode_limit(self, split: str) -> int | None:
     d = self.config.data

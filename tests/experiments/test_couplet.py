@@ -11,6 +11,7 @@ import os
 import jax
 import numpy as np
 import pytest
+import sacrebleu
 
 import engine_toy
 from experiments import metrics_log
@@ -283,6 +284,36 @@ def test_report_scores_the_named_forms_with_another_beam(workdir, tmp_path, caps
                                             "reference"]  # report order, not the order given
   assert beams[:2] == [3, 3]  # the two forms; the samples after them use the run's own beam
   assert written["splits"]["dev"]["length+punct"]["punct_match_rate"] == 1.0
+
+
+def test_report_oracle_reranks_the_beam_and_equals_the_best_for_beam_one(workdir, tmp_path,
+                                                                         capsys):
+  def dev_report(beam: int) -> dict:
+    out = str(tmp_path / f"report-{beam}.json")
+    assert report.main(["--workdir", workdir, "--splits", "dev", "--limit", "9", "--forms",
+                        "length", "--beam-size", str(beam), "--oracle", "--out", out]) == 0
+    capsys.readouterr()
+    with open(out, encoding="utf-8") as f:
+      return json.load(f)["splits"]["dev"]["length"]
+
+  greedy = dev_report(1)  # one hypothesis per line: the oracle can only take it
+  assert greedy["oracle"] == {name: value for name, value in greedy.items()
+                              if name not in ("oracle", "decode_s")}
+  beam = dev_report(4)
+  assert set(beam["oracle"]) == {*metrics.CoupletScores.names(), "count"}
+  assert beam["oracle"]["count"] == 9 and beam["oracle"]["exact_length"] == 1.0
+  # The lines behind those scores: each is one of its beam's, at least as close to the reference.
+  run = runs.load_run(workdir, "best", None)
+  decoded = run.task.decode_split(run.params, "dev", 9, beam_size=4)
+  _, best = run.task.score_decoded("dev", decoded)
+  _, picked = run.task.score_decoded("dev", decoded, oracle=True)
+  references = run.task.data.references("dev")[:9]
+  sentence_bleu2 = sacrebleu.metrics.BLEU(tokenize="char", max_ngram_order=2, effective_order=True)
+  closeness = lambda line, ref: sentence_bleu2.sentence_score(metrics.line_text(line), [ref]).score
+  for (hyps, _), line, first, ref in zip(decoded, picked, best, references):
+    assert line in [run.task.vocab.decode(h) for h in hyps]
+    assert first == run.task.vocab.decode(hyps[0])
+    assert closeness(line, ref) >= closeness(first, ref)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -41,6 +41,25 @@ def test_bleu1_and_bleu2_known_values():
       100 * brevity * (6 / 7 * 3 / 4) ** 0.5, abs=1e-9)
 
 
+def test_oracle_lines_pick_the_hypothesis_closest_to_the_reference():
+  first, second = [list("秋雨连绵"), list("春风化雨")], [list("一二"), list("一三")]
+  tied = [list("甲乙"), list("丙丁")]
+  picked = metrics.oracle_lines([first, second, tied], ["春风得意", "一三", "戊己"])
+  # 春风化雨 shares 春, 风 and 春风 with 春风得意 (秋雨连绵 nothing); 一三 is the reference itself;
+  # neither 甲乙 nor 丙丁 shares a character with 戊己, so the decoder's first stays.
+  assert picked == [first[1], second[1], tied[0]]
+  assert picked[0] is first[1]  # the hypothesis itself, not a copy
+  # BLEU-2 decides, not BLEU-1: against 一二三四五, 五四三二一 has every character but no bigram
+  # (BLEU-2 35.4 with sacrebleu's smoothing), 一二三七八 three characters and two bigrams (54.8).
+  scrambled, prefix = list("五四三二一"), list("一二三七八")
+  assert metrics.oracle_lines([[scrambled, prefix]], ["一二三四五"]) == [prefix]
+  assert metrics.oracle_lines([[prefix, scrambled]], ["一二三四五"], max_order=1) == [scrambled]
+  with pytest.raises(ValueError, match=r"nbest\[1\] has no hypotheses"):
+    metrics.oracle_lines([first, []], ["春风得意", "一三"])
+  with pytest.raises(ValueError, match="same length"):
+    metrics.oracle_lines([first], ["春风得意", "一三"])
+
+
 def test_length_and_copy_rates_known_values():
   uppers = [list("春风，得意"), list("夏日长"), ["<unk>", "水"], list("山高")]
   hyps = [list("春雨，失意"), list("秋月"), ["<unk>", "山"], list("水深")]
