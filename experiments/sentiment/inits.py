@@ -19,10 +19,11 @@ biases apart; zoo.LSTMLayer has one, initialized here as the sum of two such dra
 function at the start, though under Adam Paddle's two biases move their sum up to twice as far a
 step, which one bias does not reproduce.
 
-Which part carries the chapter's gain of about a point is not settled: in paired runs, swapping
-the embedding table alone (either way), the LSTM's or the dense kernels' initializers alone moved
-test accuracy by at most 0.24 points, and flax's pooling query in the chapter's initialization
-cost 0.51 in the one seed run (docs/RESULTS.md, "Which part of the initialization").
+Which part carries the chapter's gain of about a point is no single one: in paired runs
+(docs/RESULTS.md, "Which part of the initialization"), swapping the embedding table (either way),
+the LSTM's or the dense kernels' initializers alone moved test accuracy by at most 0.24 points;
+flax's pooling query in the chapter's initialization lowered dev accuracy in each of three seeds,
+yet the chapter's query alone in flax's initialization gained nothing: the parts act together.
 
 `named(name)` returns the `Initializers` of a name: one of NAMES, or for an ablation one of them
 with parts taken from the other, '+'-joined as `<source>_<part>` with a part of PARTS:
