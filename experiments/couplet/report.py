@@ -17,7 +17,8 @@ the flags give. With --oracle, each form also has 'oracle': the same scores for 
 beam closest to its reference (metrics.oracle_lines), the most any reranking of that n-best could
 reach (it reads the reference: a diagnostic, not a decoder). Under 'reference': the reference
 lines' own form rates (ref_*: how often human lower lines break each rule), the level to compare
-the models' with. Then the samples of `CoupletTask.samples`. Writes the JSON to --out (default <workdir>/report.json) and prints it.
+the models' with. Then the samples of `CoupletTask.samples`. Writes the JSON to --out (default
+<workdir>/report.json) and prints it.
 """
 
 from __future__ import annotations
