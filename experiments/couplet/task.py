@@ -192,9 +192,11 @@ class CoupletTask(Seq2SeqTask):
     sequences = self.data.splits[split].sequences
     count = len(decoded)
     references = self.data.references(split)[:count]
-    nbest = [[self.vocab.decode(h) for h in hyps] for hyps, _ in decoded]
-    lines = (metrics.oracle_lines(nbest, references) if oracle
-             else [hypotheses[0] for hypotheses in nbest])
+    if oracle:
+      nbest = [[self.vocab.decode(h) for h in hyps] for hyps, _ in decoded]
+      lines = metrics.oracle_lines(nbest, references)
+    else:
+      lines = [self.vocab.decode(hyps[0]) for hyps, _ in decoded]
     uppers = [self.vocab.decode(sequences["src"][i]) for i in range(count)]
     reference_tokens = [self.vocab.decode(sequences["tgt_out"][i]) for i in range(count)]
     return metrics.score_lines(lines, uppers, references, reference_tokens), lines
