@@ -12,7 +12,10 @@ Each module's docstring has its math; everything below is importable from `zoo` 
                   holding their parameters, DotScore ... ConcatScore; make_score(name),
                   SCORE_NAMES
   attention       Attention: one head, any score by name, valid_lens or mask, dropout on weights
-  pooling         AttentionPooling (a learned query), masked_mean_pool
+  pooling         AttentionPooling (a learned query), masked_mean_pool, cls_pool
+  alignment       soft_align (one pair of sequences, both directions), SoftAlignment, Alignment:
+                  the attend step of decomposable attention and ESIM
+  segments        pair_segments ([CLS] a [SEP] b [SEP] -> 0/1 ids), SegmentEmbedding
   self_attention  SimpleSelfAttention (softmax(X X^T) X), SelfAttention (Q/K/V projections)
   positional      sinusoidal_encoding(_at), SinusoidalPositionEncoding, LearnedPositionEmbedding
   multihead       MultiHeadAttention: head_attention (one head, a pure function) vmapped over
@@ -43,7 +46,13 @@ from zoo.masking import masked_softmax
 from zoo.masking import sequence_mask
 from zoo.masking import softmax_where
 from zoo.pooling import AttentionPooling
+from zoo.pooling import cls_pool
 from zoo.pooling import masked_mean_pool
+from zoo.alignment import Alignment
+from zoo.alignment import SoftAlignment
+from zoo.alignment import soft_align
+from zoo.segments import SegmentEmbedding
+from zoo.segments import pair_segments
 from zoo.positional import LearnedPositionEmbedding
 from zoo.positional import SinusoidalPositionEncoding
 from zoo.positional import sinusoidal_encoding

@@ -3,7 +3,8 @@
 `AttentionPooling` scores every step against a learned query vector (nndl 8.1: the additive form is
 s = v^T tanh(X W + q^T U), the dot form s = X q) and averages the steps with the softmax of those
 scores over the valid steps. `masked_mean_pool` is the plain average over the valid steps, the
-baseline the attention is compared against.
+baseline the attention is compared against; `cls_pool` takes one position's vector, the [CLS]
+token that a Transformer reading [CLS] a [SEP] b [SEP] classifies from (BERT).
 """
 
 from __future__ import annotations
@@ -44,6 +45,24 @@ def masked_mean_pool(x: jax.Array, valid_lens: jax.Array | None = None) -> jax.A
   total = jnp.sum(jnp.where(mask[..., None], x.astype(jnp.float32), 0.0), axis=1)  # (B, D)
   count = jnp.maximum(jnp.asarray(valid_lens), 1).astype(jnp.float32)[:, None]  # (B, 1)
   return (total / count).astype(x.dtype)
+
+
+def cls_pool(x: jax.Array, position: int = 0) -> jax.Array:
+  """The vector at one position of every sequence: x[:, position] (the [CLS] token at 0).
+
+  Args:
+    x: (B, L, D), e.g. a Transformer encoder's outputs.
+    position: the step to take, in [0, L).
+
+  Returns:
+    (B, D) in the dtype of `x`.
+  """
+  checks.rank(x, 3, "x")
+  checks.positive_int(position, "position", minimum=0)
+  if position >= x.shape[1]:
+    raise ValueError(f"position must lie in [0, {x.shape[1]}) (the steps of x, shape {x.shape}), "
+                     f"got {position}")
+  return x[:, position]
 
 
 class AttentionPooling(nn.Module):
