@@ -12,7 +12,8 @@ Each module's docstring has its math; everything below is importable from `zoo` 
                   holding their parameters, DotScore ... ConcatScore; make_score(name),
                   SCORE_NAMES
   attention       Attention: one head, any score by name, valid_lens or mask, dropout on weights
-  pooling         AttentionPooling (a learned query), masked_mean_pool, cls_pool
+  pooling         AttentionPooling (a learned query), masked_mean_pool, masked_max_pool,
+                  cls_pool
   alignment       soft_align (one pair of sequences, both directions), SoftAlignment, Alignment:
                   the attend step of decomposable attention and ESIM
   segments        pair_segments ([CLS] a [SEP] b [SEP] -> 0/1 ids), SegmentEmbedding
@@ -47,6 +48,7 @@ from zoo.masking import sequence_mask
 from zoo.masking import softmax_where
 from zoo.pooling import AttentionPooling
 from zoo.pooling import cls_pool
+from zoo.pooling import masked_max_pool
 from zoo.pooling import masked_mean_pool
 from zoo.alignment import Alignment
 from zoo.alignment import SoftAlignment

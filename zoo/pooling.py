@@ -3,7 +3,8 @@
 `AttentionPooling` scores every step against a learned query vector (nndl 8.1: the additive form is
 s = v^T tanh(X W + q^T U), the dot form s = X q) and averages the steps with the softmax of those
 scores over the valid steps. `masked_mean_pool` is the plain average over the valid steps, the
-baseline the attention is compared against; `cls_pool` takes one position's vector, the [CLS]
+baseline the attention is compared against, and `masked_max_pool` its element-wise maximum (ESIM
+pools with both); `cls_pool` takes one position's vector, the [CLS]
 token that a Transformer reading [CLS] a [SEP] b [SEP] classifies from (BERT).
 """
 
@@ -45,6 +46,26 @@ def masked_mean_pool(x: jax.Array, valid_lens: jax.Array | None = None) -> jax.A
   total = jnp.sum(jnp.where(mask[..., None], x.astype(jnp.float32), 0.0), axis=1)  # (B, D)
   count = jnp.maximum(jnp.asarray(valid_lens), 1).astype(jnp.float32)[:, None]  # (B, 1)
   return (total / count).astype(x.dtype)
+
+
+def masked_max_pool(x: jax.Array, valid_lens: jax.Array) -> jax.Array:
+  """The element-wise maximum over the first valid_lens[b] steps of each sequence.
+
+  Args:
+    x: float (B, L, D).
+    valid_lens: int (B,), the number of valid steps of each example.
+
+  Returns:
+    (B, D) in the dtype of `x`. A sequence of length 0 gives zeros (not -inf), and padded steps
+    never reach the result.
+  """
+  checks.rank(x, 3, "x")
+  checks.floating(x, "x")
+  checks.sequence_lengths(valid_lens, "valid_lens", x, "x")
+  mask = masking.sequence_mask(valid_lens, x.shape[1])[..., None]  # (B, L, 1)
+  lowest = jnp.finfo(x.dtype).min
+  peak = jnp.max(jnp.where(mask, x, lowest), axis=1)  # (B, D)
+  return jnp.where(jnp.asarray(valid_lens)[:, None] > 0, peak, jnp.zeros_like(peak))
 
 
 def cls_pool(x: jax.Array, position: int = 0) -> jax.Array:

@@ -120,3 +120,24 @@ def test_pooling_bad_arguments():
     zoo.AttentionPooling().init(jax.random.key(0), x, jnp.array([1, 2]))
   with pytest.raises(ValueError, match="features: the 'dot' score has no hidden layer"):
     zoo.AttentionPooling(score="dot", features=3).init(jax.random.key(0), x)
+
+
+def test_cls_pool_takes_one_position():
+  x = rand(2, 3, 5, 4)
+  np.testing.assert_array_equal(zoo.cls_pool(x), x[:, 0])
+  np.testing.assert_array_equal(zoo.cls_pool(x, 4), x[:, 4])
+  with pytest.raises(ValueError, match="position must lie in \\[0, 5\\)"):
+    zoo.cls_pool(x, 5)
+
+
+def test_masked_max_pool_ignores_padding_and_gives_zeros_for_empty_sequences():
+  x = rand(3, 3, 5, 4)
+  lens = np.array([5, 2, 0], np.int32)
+  padded = x.copy()
+  padded[1, 2:] = 1e4
+  pooled = zoo.masked_max_pool(padded, lens)
+  np.testing.assert_array_equal(pooled[0], x[0].max(0))
+  np.testing.assert_array_equal(pooled[1], x[1, :2].max(0))
+  np.testing.assert_array_equal(pooled[2], 0.0)
+  with pytest.raises(ValueError, match="valid_lens must lie in \\[0, 5\\]"):
+    zoo.masked_max_pool(x, np.array([6, 1, 1], np.int32))

@@ -1,4 +1,4 @@
-"""zoo.segments (pair_segments, SegmentEmbedding) and zoo.cls_pool: exact values."""
+"""zoo.segments: pair_segments and SegmentEmbedding, exact values."""
 
 import jax
 import jax.numpy as jnp
@@ -44,11 +44,3 @@ def test_segment_embedding_adds_the_row_of_each_segment():
 def test_segment_embedding_names_bad_segments(segments, message):
   with pytest.raises(ValueError, match=message):
     zoo.SegmentEmbedding().init(jax.random.key(0), rand(1, 1, 3, 4), segments)
-
-
-def test_cls_pool_takes_one_position():
-  x = rand(2, 3, 5, 4)
-  np.testing.assert_array_equal(zoo.cls_pool(x), x[:, 0])
-  np.testing.assert_array_equal(zoo.cls_pool(x, 4), x[:, 4])
-  with pytest.raises(ValueError, match="position must lie in \\[0, 5\\)"):
-    zoo.cls_pool(x, 5)
