@@ -1,8 +1,8 @@
 """Command line: prepare the raw datasets and show what is prepared.
 
-    python -m pipelines prepare imdb|fra_eng|couplet|all [--source PATH] [--data-dir DIR]
-                                [--download] [--no-verify] [--overwrite]
-    python -m pipelines info imdb|fra_eng|couplet|all [--full] [--data-dir DIR]
+    python -m pipelines prepare imdb|fra_eng|couplet|question_pairs|all [--source PATH]
+                                [--data-dir DIR] [--download] [--no-verify] [--overwrite]
+    python -m pipelines info imdb|fra_eng|couplet|question_pairs|all [--full] [--data-dir DIR]
 
 Without --source (or --download) `prepare` builds the small sample shipped in the package. With
 --source PATH it builds the full dataset from an archive, an extracted folder, or a folder holding

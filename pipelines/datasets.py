@@ -9,6 +9,9 @@ Names, splits and records (text fields come back as UTF-8 `bytes` from tfds):
                                          'id', 'movie' (IMDB title id)}
   fra_eng  train / validation / test     {'en', 'fr'}            (split by English sentence)
   couplet  train / validation / test     {'upper', 'lower'}      (split by upper line)
+  question_pairs  train / validation / test / unlabelled   {'sentence1', 'sentence2', 'label' (1
+           same meaning, 0 not, -1 unlabelled), 'id'}   (AFQMC or LCQMC; carved by sentence pair;
+           'unlabelled' is CLUE's test.json, absent from a build whose source has none)
 See pipelines/builders/*.py for each source layout, split rule and what is skipped.
 
 Where things go: prepared datasets live under `data_dir`, by default $ZOO_DATA_DIR or
@@ -38,6 +41,7 @@ SPLITS = {
     "imdb": ("train", "test", "unsupervised"),
     "fra_eng": ("train", "validation", "test"),
     "couplet": ("train", "validation", "test"),
+    "question_pairs": ("train", "validation", "test", "unlabelled"),
 }
 
 
@@ -97,7 +101,7 @@ def builder(name: str, *, source: str | os.PathLike | None = None,
   """The tfds builder of dataset `name` (nothing is read or written yet).
 
   Args:
-    name: 'imdb', 'fra_eng' or 'couplet'.
+    name: one of NAMES ('imdb', 'fra_eng', 'couplet', 'question_pairs').
     source: path of the raw data for the full dataset; None for the shipped sample.
     data_dir: where prepared datasets live (default $ZOO_DATA_DIR or ~/.cache/attention_zoo).
     download: build the full dataset without a source: use the manual folder or the canonical URL.
@@ -123,7 +127,8 @@ def _report(b: tfds.core.GeneratorBasedBuilder, built: bool, seconds: float) -> 
   return PrepareReport(
       name=b.name, config=b.builder_config.name, path=str(b.data_dir),
       source=str(meta.get("source")),
-      splits={split: b.info.splits[split].num_examples for split in SPLITS[b.name]},
+      splits={split: b.info.splits[split].num_examples for split in SPLITS[b.name]
+              if split in b.info.splits},  # an optional split its source did not have is absent
       skipped=dict(meta.get("skipped") or {}),
       skipped_examples={k: list(v) for k, v in (meta.get("skipped_examples") or {}).items()},
       split_rule=str(meta.get("split_rule")), built=built, seconds=seconds)
@@ -134,7 +139,11 @@ def _is_prepared(b: tfds.core.GeneratorBasedBuilder) -> bool:
 
 
 def _check_same_source(b: tfds.core.GeneratorBasedBuilder, source) -> None:
-  """Refuses to reuse a full build that was made from a different file than `source`."""
+  """Refuses to reuse a full build that was made from a different file or folder than `source`.
+
+  Files are compared by name and size, folders by their absolute path (recorded since
+  'source_path' was; an older build of a folder is reused unchecked).
+  """
   if source is None:
     return
   path = Path(source).expanduser()
@@ -142,6 +151,11 @@ def _check_same_source(b: tfds.core.GeneratorBasedBuilder, source) -> None:
     path = sources.locate_in_folder(b.name, path) or path
   meta = b.info.metadata or {}
   recorded = Path(str(meta.get("source")))
+  recorded_path = meta.get("source_path")
+  if path.is_dir() and recorded_path and Path(str(recorded_path)) != path.resolve():
+    raise ValueError(
+        f"{b.data_dir} was built from {recorded_path}, not from the folder {path.resolve()}; pass "
+        f"overwrite=True (--overwrite) to rebuild it, or use another data_dir")
   if path.is_file() and recorded.name and (
       path.name != recorded.name or path.stat().st_size != meta.get("source_bytes")):
     raise ValueError(
@@ -156,7 +170,7 @@ def prepare(name: str, *, source: str | os.PathLike | None = None,
   """Builds dataset `name` as array_record files, or reuses an existing build.
 
   Args:
-    name: 'imdb', 'fra_eng' or 'couplet'.
+    name: one of NAMES ('imdb', 'fra_eng', 'couplet', 'question_pairs').
     source: raw data path for the full dataset; None for the shipped sample (see module doc).
     data_dir: where prepared datasets live (default $ZOO_DATA_DIR or ~/.cache/attention_zoo).
     download: full dataset without a source (manual folder, else the canonical URL).
@@ -192,7 +206,7 @@ def load(name: str, split: str, *, source: str | os.PathLike | None = None,
   """A random-access data source over one split (prepared first if needed).
 
   Args:
-    name: 'imdb', 'fra_eng' or 'couplet'.
+    name: one of NAMES ('imdb', 'fra_eng', 'couplet', 'question_pairs').
     split: one of SPLITS[name].
     source, data_dir, download: as in `prepare`.
 
@@ -205,6 +219,10 @@ def load(name: str, split: str, *, source: str | os.PathLike | None = None,
                      f"{list(SPLITS[name])}")
   b = builder(name, source=source, data_dir=data_dir, download=download)
   _prepare_builder(b, source, overwrite=False)
+  if split not in b.info.splits:
+    raise ValueError(f"split: {name} in {b.data_dir} has no {split!r} split: its source "
+                     f"{(b.info.metadata or {}).get('source')} had none (it has "
+                     f"{sorted(b.info.splits)})")
   return b.as_data_source(split)
 
 

@@ -1,12 +1,13 @@
 """Finding, checking and reading the raw archives the dataset builders start from.
 
 A raw source is one of
-  * a canonical archive (aclImdb_v1.tar.gz, fra-eng.zip, couplet.tar.gz) or any .tar[.gz|.bz2|.xz],
-    .tgz or .zip holding the same layout,
+  * a canonical archive (aclImdb_v1.tar.gz, fra-eng.zip, couplet.tar.gz, afqmc_public.zip) or any
+    .tar[.gz|.bz2|.xz], .tgz or .zip holding the same layout,
   * the folder such an archive extracts to (or any folder holding that layout),
   * a single text file (fra-eng only: fra.txt itself),
   * a folder that holds the canonical archive, directly or in the dataset's sub-folder
-    (`--source ../shared/data` finds imdb/aclImdb_v1.tar.gz, fra-eng/fra-eng.zip, couplet/...).
+    (`--source ../shared/data` finds imdb/aclImdb_v1.tar.gz, fra-eng/fra-eng.zip, couplet/...),
+    or the extracted tree in that sub-folder (afqmc/train.json).
 
 When no path is given and the user asks for the full data, the file is looked for in the manual
 folder `<data_dir>/downloads/manual/` and otherwise downloaded from the canonical URL with the tfds
@@ -53,6 +54,7 @@ class Canonical:
     subdir: the sub-folder of a data folder (like ../shared/data) that holds the archive.
     top: the top folder inside the archive.
     marker: a path inside the extracted layout that identifies a folder as the extracted tree.
+    other_markers: further such paths, for datasets read in more than one layout.
     sha256: digests accepted for a file called `filename` (our shared copy, the upstream file).
     sha1: further accepted SHA-1 digests (where only those are published, e.g. by d2l).
     sample: the file name of the small sample shipped in pipelines/samples/.
@@ -65,6 +67,7 @@ class Canonical:
   sha256: tuple[str, ...] = ()
   sha1: tuple[str, ...] = ()
   sample: str = ""
+  other_markers: tuple[str, ...] = ()
 
 
 CANONICAL: dict[str, Canonical] = {
@@ -104,6 +107,18 @@ CANONICAL: dict[str, Canonical] = {
         # upstream couplet.tar.gz needs `verify=False` (`--no-verify`).
         sha256=("99ec84dbd11368a09aab9c1e046f2838ab1c0c7d0feb56a9623163c5d29c9f12",),
         sample="couplet_sample.tar.gz",
+    ),
+    "question_pairs": Canonical(
+        filename="afqmc_public.zip",
+        url="https://storage.googleapis.com/cluebenchmark/tasks/afqmc_public.zip",
+        subdir="afqmc",
+        top="afqmc",
+        marker="train.json",
+        # CLUE publishes no digest of afqmc_public.zip, and the shared copy is its extracted
+        # train.json and test.json (their digests: pipelines/builders/question_pairs.py).
+        sample="question_pairs_sample.zip",
+        # LCQMC and BQ: train.txt, dev.txt, test.txt of `text_a TAB text_b TAB label` lines.
+        other_markers=("train.txt",),
     ),
 }
 
@@ -176,7 +191,7 @@ def locate_in_folder(name: str, folder: Path) -> Path | None:
   """The extracted tree or the canonical archive of dataset `name` inside `folder`, or None."""
   canon = CANONICAL[name]
   for tree in (folder, folder / canon.top):
-    if (tree / canon.marker).exists():
+    if any((tree / marker).exists() for marker in (canon.marker, *canon.other_markers)):
       return tree
   for archive in (folder / canon.filename, folder / canon.subdir / canon.filename):
     if archive.is_file():

@@ -1,4 +1,4 @@
-"""Tokenizers and detokenizers for the three tasks: pure functions from text to a list of tokens.
+"""Tokenizers and detokenizers for the tasks: pure functions from text to a list of tokens.
 
 Every tokenizer accepts `str` or UTF-8 `bytes` (tfds hands text fields back as bytes) and returns a
 `list[str]`. Undecodable bytes raise a `ValueError` that shows the start of the text.
@@ -34,6 +34,13 @@ Couplets (`couplet_tokenize`): the lines are stored with their characters separa
 the tokens are the whitespace-separated pieces; a piece longer than one character (a line that was
 not spaced) is split into its characters, so a token is always one character.
 
+Chinese question pairs (`chinese_chars_tokenize`): the text is NFKC-normalised (full-width letters,
+digits and punctuation become ASCII, the ideographic space a space) and lowercased; then every run
+of ASCII letters and digits is one token, and every other character that is not whitespace is a
+token of its own (a Chinese character, a punctuation mark, each '*' of AFQMC's masked amounts);
+whitespace only separates. So "花呗还款2000元，VIP用户***" -> ["花", "呗", "还", "款", "2000", "元",
+",", "vip", "用", "户", "*", "*", "*"] (the full-width comma becomes ",").
+
 Bigrams (`word_bigrams`): the feature a bag-of-n-grams model adds to each word, its pair with the
 word before it, as one string "previous word": the first word pairs with the start marker "<s>",
 so the list is exactly as long as the words and position t of it belongs to word t:
@@ -50,6 +57,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from typing import Callable, Sequence
 
 Text = str | bytes
@@ -58,6 +66,7 @@ _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
 _IMDB_TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)*|\S")
 _FRA_ENG_PUNCT = ",.!?"
 _SPACE_BEFORE_PUNCT = re.compile(r" ([,.!?])")
+_CHINESE_CHARS_TOKEN = re.compile(r"[a-z0-9]+|\S")
 
 
 def as_text(text: Text) -> str:
@@ -121,6 +130,14 @@ def couplet_detokenize(tokens: Sequence[str]) -> str:
   return "".join(tokens)
 
 
+def chinese_chars_tokenize(text: Text) -> list[str]:
+  """Characters, with ASCII words and numbers whole (rules in the module docstring).
+
+  Example: "借呗VIP额度 ２０００元？" -> ["借", "呗", "vip", "额", "度", "2000", "元", "?"].
+  """
+  return _CHINESE_CHARS_TOKEN.findall(unicodedata.normalize("NFKC", as_text(text)).lower())
+
+
 BIGRAM_START = "<s>"
 
 
@@ -138,6 +155,7 @@ TOKENIZERS: dict[str, Callable[[Text], list[str]]] = {
     "imdb": imdb_tokenize,
     "fra_eng": fra_eng_tokenize,
     "couplet": couplet_tokenize,
+    "question_pairs": chinese_chars_tokenize,
 }
 DETOKENIZERS: dict[str, Callable[[Sequence[str]], str]] = {
     "imdb": imdb_detokenize,

@@ -10,9 +10,14 @@ Each sample keeps its dataset's canonical layout, so the same builder code reads
                          movie of review i, so the kept reviews keep their movies)
   fra_eng_sample.zip     fra-eng/fra.txt (10,000 pairs) and fra-eng/_about.txt (the attribution)
   couplet_sample.tar.gz  couplet/train/in.txt and out.txt (10,000 couplets)
+  question_pairs_sample.zip  afqmc/train.json (4,000 labelled pairs, AFQMC's share of positives
+                         kept: the first of each label by rank) and afqmc/test.json (300
+                         unlabelled pairs with their CLUE ids), lines byte for byte as in the
+                         shared copy, whose two files are checked against their pinned digests
 Selection is deterministic and unrelated to the split rule of the builders: items are ranked by the
 sha256 of "sample/" + a stable text (the review's path inside the archive, the English sentence, the
-upper line), the first ones are kept, and kept lines stay in their original file order. Ranking by
+upper line, the AFQMC line), the first ones are kept, and kept lines stay in their original file
+order. Ranking by
 the sentence keeps most translations of one English sentence (and lower lines of one upper line)
 together. The archives are written byte-identically on every run (fixed times, owners and order).
 """
@@ -23,6 +28,7 @@ import argparse
 import gzip
 import hashlib
 import io
+import json
 import re
 import sys
 import tarfile
@@ -38,6 +44,7 @@ IMDB_COUNTS = {"train/pos": 1000, "train/neg": 1000, "test/pos": 500, "test/neg"
                "train/unsup": 300}
 FRA_ENG_PAIRS = 10_000
 COUPLETS = 10_000
+QUESTION_PAIRS, UNLABELLED_PAIRS = 4_000, 300
 _FIXED_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
@@ -112,10 +119,39 @@ def make_couplet(archive: Path, out: Path) -> str:
   return f"couplet: {len(kept)} couplets"
 
 
+def make_question_pairs(folder: Path, out: Path) -> str:
+  """AFQMC's train.json and test.json (a folder, not an archive: the shared copy is extracted)."""
+  from pipelines.builders import question_pairs  # pylint: disable=g-import-not-at-top
+  chosen = {}
+  for name, digest in question_pairs.SHARED_SHA256.items():
+    path = folder / name
+    sha256 = sources.file_digests(path)[0]
+    if sha256 != digest:
+      raise sources.SourceError(f"{path}: sha256 {sha256}, expected {digest} (the shared copy)")
+    chosen[name] = [line for line in path.read_bytes().decode("utf-8").split("\n") if line]
+  train = chosen["train.json"]
+  labels = [json.loads(line)["label"] for line in train]
+  positive = [i for i, label in enumerate(labels) if label == "1"]
+  negative = [i for i, label in enumerate(labels) if label != "1"]
+  keep_positive = round(QUESTION_PAIRS * len(positive) / len(train))
+  kept = sorted([positive[i] for i in keep_lines([train[i] for i in positive], keep_positive)]
+                + [negative[i] for i in keep_lines([train[i] for i in negative],
+                                                   QUESTION_PAIRS - keep_positive)])
+  test = chosen["test.json"]
+  kept_test = keep_lines(test, UNLABELLED_PAIRS)
+  write_zip(out / sources.CANONICAL["question_pairs"].sample, {
+      "afqmc/train.json": "".join(train[i] + "\n" for i in kept).encode("utf-8"),
+      "afqmc/test.json": "".join(test[i] + "\n" for i in kept_test).encode("utf-8"),
+  })
+  return (f"question_pairs: {len(kept)} train pairs ({keep_positive} positive), "
+          f"{len(kept_test)} unlabelled")
+
+
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data",
-                      help="folder with imdb/, fra-eng/, couplet/ holding the canonical archives")
+                      help="folder with imdb/, fra-eng/, couplet/ holding the canonical archives "
+                      "and afqmc/ holding train.json and test.json")
   parser.add_argument("--out", type=Path, default=sources.SAMPLES_DIR)
   args = parser.parse_args(argv)
   args.out.mkdir(parents=True, exist_ok=True)
@@ -124,6 +160,7 @@ def main(argv=None) -> None:
     archive = args.data / canon.subdir / canon.filename
     sources.verify_checksum(archive, name)
     print(make(archive, args.out))
+  print(make_question_pairs(args.data / sources.CANONICAL["question_pairs"].subdir, args.out))
   for path in sorted(args.out.iterdir()):
     print(f"  {path.name}: {path.stat().st_size:,} bytes, sha256 "
           f"{sources.file_digests(path)[0]}")

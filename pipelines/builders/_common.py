@@ -1,4 +1,4 @@
-"""What the three dataset builders share: configs, source handling, skip reports, stable splits.
+"""What the dataset builders share: configs, source handling, skip reports, stable splits.
 
 Every builder has two configs that live side by side in one data_dir:
   'sample': the small real slice shipped in pipelines/samples/ (no source needed);
@@ -154,6 +154,7 @@ class ZooBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     self.info.metadata.update({
         "source": str(path),
         "source_bytes": path.stat().st_size if path.is_file() else None,
+        "source_path": str(path.resolve()),  # datasets._check_same_source compares folders by it
         "skipped": dict(tally.counts),
         "skipped_examples": dict(tally.examples),
         "split_rule": split_rule,

@@ -1,4 +1,4 @@
-"""Prepared data for the three tasks: records -> tokens -> ids -> batches, with reports.
+"""Prepared data for the tasks: records -> tokens -> ids -> batches, with reports.
 
     data = SentimentData.load()                       # the shipped IMDB sample
     data = SentimentData.load(source="../shared/data/imdb/aclImdb_v1.tar.gz", max_len=400)
@@ -10,7 +10,7 @@ split only: words counted, or a SentencePiece model trained, see pipelines.subwo
 `report` of what happened to every record. fra-eng is tokenized into d2l's words or into
 SentencePiece subwords (`TranslationOptions.tokenizer`, see translation.py). The options that
 shape the ids are a small frozen dataclass per task (`SentimentOptions`, `TranslationOptions`,
-`CoupletOptions`); pass them as keyword arguments. The splits are named 'train', 'dev' and 'test'
+`CoupletOptions`, `MatchingOptions`); pass them as keyword arguments. The splits are named 'train', 'dev' and 'test'
 in every task: 'dev' is the tfds 'validation' split for fra-eng and couplets; IMDB has none, and
 its option `protocol` says where 'dev' comes from: a random part of IMDB train ('random_dev'),
 whole movies of IMDB train ('movie_dev'), or half of IMDB test ('test_halves', the nndl chapter's
@@ -36,6 +36,12 @@ Batches (numpy, leading axis b = batch_size // process_count; see pipelines.batc
       'tgt_out' int32 (b, Lt): the target ids followed by eos (what the decoder predicts);
       'tgt_len' (b,): the length of both; 'index' int32 (b,); 'weight' float32 (b,).
       For couplets the number of characters to generate is tgt_len - 1 == src_len - 1.
+  MatchingData (question pairs): 'a' int32 (b, La), 'a_len' (b,): sentence1's ids; 'b' int32
+      (b, Lb), 'b_len' (b,): sentence2's ids (no special tokens in either); 'pair' int32 (b, Lp),
+      'pair_len' (b,): [CLS] a [SEP] b [SEP] with [CLS] = bos (2) and [SEP] = eos (3);
+      'segments' int32 (b, Lp): 0 on [CLS] a [SEP], 1 on b [SEP], 0 on padding; 'label' int32
+      (b,) (1 same meaning, 0 not), 'index', 'weight'. Lp = 2 * La + 3 (La = Lb, the bucket's
+      per-sentence width). `data.texts(split)` gives each example's two sentences by index.
   'index' is the example's position in its split (`data.num_examples(split)` of them), which lines
   a prediction up with `data.references(split)` and `data.sources(split)` (eval batches come in
   length order, not index order); 'weight' is 0.0 on the filler rows that complete the last
@@ -57,17 +63,20 @@ Nothing is dropped silently. Per split, `report[split]` counts:
 `report['cache']` the same for the cache of encoded splits.
 
 Modules: common.py (records, splits, vocabularies, reports, the cache: the TaskData base class),
-sentiment.py (with holdout.py, the pure functions that choose held-out reviews), seq2seq.py (what translation and couplets share), translation.py, couplet.py; each
-task's options dataclass sits beside its data class.
+sentiment.py (with holdout.py, the pure functions that choose held-out reviews), seq2seq.py (what translation and couplets share), translation.py, couplet.py, matching.py
+(question pairs; also `read_pairs_tsv`, a user's pairs file); each task's options dataclass sits
+beside its data class.
 """
 
 from pipelines.tasks.common import (SPLITS, AnyVocab, Records, Split, TaskData, read_records,
                                     read_vocab_file)
 from pipelines.tasks.couplet import CoupletData, CoupletOptions
+from pipelines.tasks.matching import MatchingData, MatchingOptions, read_pairs_tsv
 from pipelines.tasks.sentiment import SentimentData, SentimentOptions
 from pipelines.tasks.seq2seq import Seq2SeqData, Seq2SeqOptions
 from pipelines.tasks.translation import FraEngText, TranslationData, TranslationOptions
 
-__all__ = ["SPLITS", "AnyVocab", "CoupletData", "CoupletOptions", "FraEngText", "Records",
-           "SentimentData", "SentimentOptions", "Seq2SeqData", "Seq2SeqOptions", "Split",
-           "TaskData", "TranslationData", "TranslationOptions", "read_records", "read_vocab_file"]
+__all__ = ["SPLITS", "AnyVocab", "CoupletData", "CoupletOptions", "FraEngText", "MatchingData",
+           "MatchingOptions", "Records", "SentimentData", "SentimentOptions", "Seq2SeqData",
+           "Seq2SeqOptions", "Split", "TaskData", "TranslationData", "TranslationOptions",
+           "read_pairs_tsv", "read_records", "read_vocab_file"]

@@ -78,12 +78,14 @@ def _jsonable(options) -> dict:
 
 @dataclasses.dataclass
 class Split:
-  """One split in memory: id sequences per field, per-example values, and for scoring the
-  reference texts and the source texts that group them (sequence-to-sequence evaluation splits)."""
+  """One split in memory: id sequences per field, per-example values, for scoring the reference
+  texts and the source texts that group them (sequence-to-sequence evaluation splits), and a
+  task's raw texts by field, by example index (sentence pairs, for reading errors)."""
   sequences: dict[str, Ragged]
   scalars: dict[str, np.ndarray]
   references: list[str] | None = None
   sources: list[str] | None = None
+  texts: dict[str, list[str]] | None = None
 
 
 def _unk_stats(ids: Ragged) -> tuple[int, float]:
@@ -300,6 +302,8 @@ class TaskData:
             "report": {k: v for k, v in self.report.items() if k not in ("vocab", "cache")},
             "references": {s: d.references for s, d in self.splits.items()},
             "sources": {s: d.sources for s, d in self.splits.items()},
+            "texts": {s: d.texts for s, d in self.splits.items()},
+            "extra": self.cache_extra(),
             "scalars": {s: sorted(d.scalars) for s, d in self.splits.items()},
             "sequences": {s: sorted(d.sequences) for s, d in self.splits.items()},
             "vocabs": {name: vocab.metadata for name, vocab in self.vocab_files().items()}}
@@ -336,7 +340,9 @@ class TaskData:
                        for field in meta["sequences"][split] if field not in data.derived_fields}
           scalars = {name: npz[f"{split}__{name}"] for name in meta["scalars"][split]}
           data.splits[split] = Split(data._derive(sequences), scalars, refs,
-                                     meta.get("sources", {}).get(split))
+                                     meta.get("sources", {}).get(split),
+                                     meta.get("texts", {}).get(split))
+        data.restore_extra(meta.get("extra") or {})
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as e:
       return None, f"{path} is unreadable ({type(e).__name__}: {e})"
     data.report = dict(meta["report"])
@@ -347,6 +353,14 @@ class TaskData:
 
   def _derive(self, sequences: dict[str, Ragged]) -> dict[str, Ragged]:
     return sequences
+
+  def cache_extra(self) -> dict[str, Any]:
+    """What else a task keeps in the cache beside its splits (JSON-able; nothing by default)."""
+    return {}
+
+  def restore_extra(self, extra: Mapping[str, Any]) -> None:
+    """Takes back what `cache_extra` saved."""
+    del extra
 
   @classmethod
   def _load(cls, name: str, splits: Sequence[str], source, data_dir, download: bool,

@@ -168,7 +168,7 @@ def test_command_line(prepared_samples, capsys, tmp_path):
   assert "imdb (sample): train 2,000, test 1,000, unsupervised 300 (total 3,300)" in out
   counts = reports["couplet"].splits
   assert f"couplet (sample): train {counts['train']:,}, validation {counts['validation']:,}" in out
-  assert out.count("skipped 0") == 3
+  assert out.count("skipped 0") == len(datasets.NAMES)
   assert main(["prepare", "imdb", "--data-dir", str(data_dir)]) == 0
   assert "reused in" in capsys.readouterr().out
   assert main(["info", "couplet", "--full", "--data-dir", str(data_dir)]) == 0
