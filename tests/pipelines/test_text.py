@@ -26,7 +26,7 @@ def test_imdb_accepts_bytes_and_rejects_bad_utf8():
     text.imdb_tokenize(17)
 
 
-@pytest.mark.parametrize("name", ["imdb", "fra_eng", "couplet"])
+@pytest.mark.parametrize("name", ["imdb", "fra_eng", "couplet", "question_pairs"])
 @pytest.mark.parametrize("empty", ["", "   \t\n", b""])
 def test_empty_text_gives_no_tokens(name, empty):
   assert text.TOKENIZERS[name](empty) == []
@@ -63,6 +63,27 @@ def test_couplet_characters():
   assert text.couplet_tokenize("丹枫 江") == ["丹", "枫", "江"]
   assert text.couplet_tokenize("晚 风".encode()) == ["晚", "风"]
   assert text.couplet_detokenize(["晚", "风", "摇"]) == "晚风摇"
+
+
+def test_chinese_chars_one_token_per_character_ascii_runs_whole():
+  tok = text.chinese_chars_tokenize
+  # AFQMC's masked amounts, numbers with units, Latin words (lowercased).
+  assert tok("我的花呗账单是***，还款怎么是***") == [
+      "我", "的", "花", "呗", "账", "单", "是", "*", "*", "*", ",", "还", "款", "怎", "么", "是",
+      "*", "*", "*"]
+  assert tok("借呗VIP用户提额2000元了吗?") == [
+      "借", "呗", "vip", "用", "户", "提", "额", "2000", "元", "了", "吗", "?"]
+  # NFKC: full-width letters, digits, punctuation and the ideographic space become ASCII.
+  assert tok("ＡＢＣ１２３　花呗！") == ["abc123", "花", "呗", "!"]
+  # Whitespace separates runs and is dropped; ASCII punctuation is one token each, even in a row.
+  assert tok(" iphone 7plus\t5.5寸 ") == ["iphone", "7plus", "5", ".", "5", "寸"]
+  assert tok("a_b-c...") == ["a", "_", "b", "-", "c", ".", ".", "."]
+  # Other non-ASCII characters are single tokens, letters included.
+  assert tok("Café ²€") == ["caf", "é", "2", "€"]
+  assert tok("花呗".encode()) == ["花", "呗"]
+  assert text.TOKENIZERS["question_pairs"] is tok
+  with pytest.raises(ValueError, match="not valid UTF-8"):
+    tok(b"\xff")
 
 
 def test_word_bigrams_pair_each_word_with_the_one_before():
