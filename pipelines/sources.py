@@ -219,7 +219,7 @@ def resolve(name: str, source: str | os.PathLike | None, *, data_dir: str | os.P
   """Finds the raw data of dataset `name` for a full-size build.
 
   Args:
-    name: 'imdb', 'fra_eng' or 'couplet'.
+    name: a key of CANONICAL ('imdb', 'fra_eng', 'couplet', 'question_pairs').
     source: a user-given path (archive, extracted folder, fra.txt, or a folder holding the
       canonical archive), or None.
     data_dir: the data folder; its `downloads/manual/` is searched when `source` is None.

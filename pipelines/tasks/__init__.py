@@ -63,9 +63,9 @@ Nothing is dropped silently. Per split, `report[split]` counts:
 `report['cache']` the same for the cache of encoded splits.
 
 Modules: common.py (records, splits, vocabularies, reports, the cache: the TaskData base class),
-sentiment.py (with holdout.py, the pure functions that choose held-out reviews), seq2seq.py (what translation and couplets share), translation.py, couplet.py, matching.py
-(question pairs; also `read_pairs_tsv`, a user's pairs file); each task's options dataclass sits
-beside its data class.
+sentiment.py (with holdout.py, the pure functions that choose held-out reviews), seq2seq.py (what
+translation and couplets share), translation.py, couplet.py, matching.py (question pairs; also
+`read_pairs_tsv`, a user's pairs file); each task's options dataclass sits beside its data class.
 """
 
 from pipelines.tasks.common import (SPLITS, AnyVocab, Records, Split, TaskData, read_records,

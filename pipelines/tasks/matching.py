@@ -82,7 +82,7 @@ def pair_width(width: int) -> int:
 
 
 def join_pairs(a: Ragged, b: Ragged) -> tuple[Ragged, Ragged]:
-  """The joined pairs [CLS] a [SEP] b [SEP] and their segment ids (0 up to the first [SEP], 1 after).
+  """The joined pairs [CLS] a [SEP] b [SEP] and their segments (0 up to the first [SEP], 1 after).
 
   Args:
     a, b: the first and second sentences' ids, N each.

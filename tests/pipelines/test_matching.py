@@ -1,4 +1,5 @@
-"""MatchingData (question pairs): exact ids and batch fields, the vocabulary, the cache, user files."""
+"""MatchingData (question pairs): exact ids and batch fields, the vocabulary, the cache, user
+files."""
 
 from __future__ import annotations
 
