@@ -44,7 +44,8 @@ class MatchingOptions:
 
   Attributes:
     max_len: tokens kept per sentence (longer sentences keep their first `max_len`, counted). 48
-      characters cover about 99.9% of AFQMC's sentences (median 12, longest 112).
+      tokens of 'chars' hold 99.7% of AFQMC's sentences whole (median 12 characters, longest
+      112); of a 4,000-piece 'subword' model, all but 5 of the 54,908 training sentences.
     boundaries: per-sentence bucket widths, ascending, the last == max_len; None: max_len/4, /2,
       3/4, 1. The joined pair's widths are 2 * width + 3.
     tokenizer: 'chars' (pipelines.text.chinese_chars_tokenize, a word vocabulary following
