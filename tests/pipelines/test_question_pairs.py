@@ -265,3 +265,16 @@ def test_prepare_finds_the_subfolder_and_refuses_another_source(tmp_path):
     datasets.load("question_pairs", "unlabelled", source=lcqmc, data_dir=data_dir)
   with pytest.raises(SourceError, match=r"holds neither the extracted question_pairs layout"):
     datasets.prepare("question_pairs", source=tmp_path / "zoo", data_dir=tmp_path / "other")
+
+
+def test_clue_archive_with_the_canonical_name_has_no_digest_to_fail(tmp_path):
+  # CLUE's afqmc_public.zip holds its three files at the top; no digest is pinned for it.
+  archive = tmp_path / "manual" / "afqmc_public.zip"
+  archive.parent.mkdir()
+  with zipfile.ZipFile(archive, "w") as zf:
+    zf.writestr("train.json", _json_lines(_pairs(60)))
+    zf.writestr("dev.json", _json_lines(_pairs(6, seed=3)))
+    zf.writestr("test.json", _json_lines(_pairs(5), with_id=True))
+  report = datasets.prepare("question_pairs", source=archive, data_dir=tmp_path / "zoo")
+  assert report.splits["validation"] == 6 and report.splits["unlabelled"] == 5
+  assert report.splits["train"] + report.splits["test"] == 60
