@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from typing import Sequence, TextIO
 
 from experiments import config as config_lib
@@ -46,9 +47,11 @@ from experiments import distributed
 from experiments import registry
 from experiments import runs
 from experiments import trainer
+from experiments import workdir as workdir_lib
 from experiments.checkpoints import CheckpointMismatchError
 from experiments.console import Console
 from experiments.console import UsageError
+from experiments.console import read_lines
 
 
 def checkpoint_choice(value: str) -> str:
@@ -82,8 +85,9 @@ def read_inputs(args: argparse.Namespace, stdin: TextIO | None = None) -> list[s
   lines piped into standard input.
 
   Raises:
-    UsageError: no inputs at all, inputs from two places, or an empty line (it cannot be run, and
-      dropping it would shift every later output against its input).
+    UsageError: no inputs at all, inputs from two places, an empty line (it cannot be run, and
+      dropping it would shift every later output against its input), or a file that cannot be
+      read or is not UTF-8 text (naming the file and line).
   """
   stdin = stdin or sys.stdin
   if args.inputs and args.input_file:
@@ -94,11 +98,7 @@ def read_inputs(args: argparse.Namespace, stdin: TextIO | None = None) -> list[s
     raise UsageError("no inputs: give them as arguments, with --input-file PATH, or pipe them "
                      "into standard input, one per line")
   name = "standard input" if args.input_file in (None, "-") else args.input_file
-  if name == "standard input":
-    lines = stdin.read().splitlines()
-  else:
-    with open(args.input_file, encoding="utf-8") as f:
-      lines = f.read().splitlines()
+  lines = read_lines("-" if name == "standard input" else args.input_file, stdin)
   empty = [i for i, line in enumerate(lines, start=1) if not line.strip()]
   if empty:
     raise UsageError(f"line {empty[0]} of {name} is empty ({len(empty)} empty lines in all); "
@@ -215,6 +215,9 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
   # Failures of the run itself exit with status 1 and a message (no traceback). ValueError covers
   # what is found only once the task exists: missing or corrupt data (pipelines' SourceError), a
   # checkpoint of another model, a batch size the devices cannot split, an unknown best_metric.
+  # The library's notes (runs.RunNote: a checkpoint loaded unverified) go to the console.
+  previous_show = warnings.showwarning
+  warnings.showwarning = _notes_to(console, previous_show)
   try:
     if args.command == "train":
       distributed.initialize(processes, report=console.error)
@@ -226,6 +229,8 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
       console.print(json.dumps(runs.evaluate_run(args.workdir, args.split, args.checkpoint,
                                                  args.data_dir), indent=2))
       return 0
+    command = (f"predict {args.experiment}" if args.command == "predict" else args.command)
+    workdir_lib.check_experiment(args.workdir, args.experiment, command)
     args.inputs = read_inputs(args)
     return int(exp.predict(args, console) or 0)
   except UsageError as e:
@@ -235,3 +240,17 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
           distributed.DistributedInitError) as e:
     console.error(str(e))
     return 1
+  finally:
+    warnings.showwarning = previous_show
+
+
+def _notes_to(console: Console, show):
+  """A warnings.showwarning that writes runs.RunNote warnings as notes and hands others on."""
+
+  def show_note(message, category, *rest, **kwargs):
+    if issubclass(category, runs.RunNote):
+      console.note(str(message))
+    else:
+      show(message, category, *rest, **kwargs)
+
+  return show_note

@@ -99,6 +99,9 @@ class TrainConfig:
     param_dtype: storage dtype of the parameters and the optimizer state.
     prefetch: batches put on the device ahead of the running step.
     progress_bar: show a tqdm progress bar on the console.
+    divergence_factor: stop training when a logging interval's mean training objective exceeds
+      the larger of this times the lowest interval mean so far and the first interval's mean (a
+      loss that stays finite but diverges; trainer.DivergenceGuard); None = never.
   """
   seed: int = 0
   batch_size: int = 128
@@ -116,6 +119,7 @@ class TrainConfig:
   param_dtype: Literal["float32", "bfloat16"] = "float32"
   prefetch: int = 2
   progress_bar: bool = True
+  divergence_factor: float | None = 10.0
 
 
 @dataclasses.dataclass

@@ -60,6 +60,62 @@ class UsageError(ValueError):
   below 1): the command line exits with status 2 and the message, like an argparse error."""
 
 
+EXCERPT_CHARS = 60  # the most of one input a message quotes
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+  """`text` quoted for a message: whole if short, else its first `limit` characters and '...'
+  with the length, so that no message repeats a whole long input."""
+  if len(text) <= limit:
+    return repr(text)
+  return f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
+def decode_lines(data: bytes, name: str) -> list[str]:
+  """The lines of a file's bytes decoded as UTF-8 (a leading byte-order mark dropped).
+
+  Raises:
+    UsageError: naming `name`, the line and the column, for bytes that are not UTF-8 or for a NUL
+      byte (a binary file).
+  """
+  def where(offset: int) -> str:
+    line = data.count(b"\n", 0, offset) + 1
+    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return f"{name}, line {line}, column {column}"
+
+  nul = data.find(b"\0")
+  if nul != -1:
+    raise UsageError(f"{where(nul)}: a NUL byte: this looks like a binary file, not UTF-8 text "
+                     "with one input per line")
+  try:
+    text = data.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    offset = e.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+    raise UsageError(f"{where(offset)}: not valid UTF-8 (byte 0x{data[offset]:02x}); save the "
+                     "file as UTF-8 text") from None
+  return text.splitlines()
+
+
+def read_lines(path: str, stdin: TextIO | None = None) -> list[str]:
+  """The UTF-8 lines of the file `path` ('-': standard input), checked by `decode_lines`.
+
+  Raises:
+    UsageError: the file cannot be read (naming it and why), or is not UTF-8 text.
+  """
+  if path == "-":
+    stream = stdin or sys.stdin
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:  # a text stream without bytes underneath (tests, notebooks)
+      return stream.read().splitlines()
+    return decode_lines(buffer.read(), "standard input")
+  try:
+    with open(path, "rb") as f:
+      data = f.read()
+  except OSError as e:
+    raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
+  return decode_lines(data, path)
+
+
 @contextlib.contextmanager
 def input_errors() -> Iterator[None]:
   """Turns a ValueError raised inside the block by the user's input (an empty text, a line too

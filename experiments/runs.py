@@ -12,6 +12,12 @@ checkpoints (vocabularies: see Task.ARTIFACTS) and restores the best (or latest)
 predicting needs the run's directory and nothing else; the training data is opened only when an
 artifact is missing (a run saved before artifacts were written at the start of training) or when
 `evaluate_run` reads a split.
+
+Every checkpoint is verified against its checksums before it is read (experiments/checkpoints.py):
+a damaged one is refused (`CheckpointDamagedError`, naming the file) rather than loaded, and one
+written before checksums existed is loaded with a `RunNote` warning (the command line prints it as
+a note). With `experiment=`, a run of another experiment is refused (`WrongExperimentError`, exit
+status 2 on the command line) before anything is built.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import warnings
 from typing import Any, Sequence
 
 import jax
@@ -26,6 +33,7 @@ import jax
 from experiments import config as config_lib
 from experiments import registry
 from experiments import trainer
+from experiments import workdir as workdir_lib
 from experiments.checkpoints import Checkpoints
 from experiments.config import Config
 from experiments.parallel import DataParallel
@@ -34,6 +42,14 @@ from experiments.train_state import make_init
 from experiments.train_state import make_optimizer
 
 CHECKPOINT_CHOICES = ("best", "latest")
+
+
+class RunNote(UserWarning):
+  """Something the person loading a run should know, that does not stop it (the command line
+  prints it as a note on standard error): e.g. a checkpoint loaded without checksums to verify."""
+
+
+warnings.filterwarnings("always", category=RunNote)  # every load says it, not only the first
 
 
 def default_workdir(config: Config) -> str:
@@ -127,20 +143,23 @@ def restore_params(task: Task, config: Config, workdir: str, which: str = "best"
                       best_mode=tc.best_mode)
   try:
     if which == "best" and ckpts.best_step() is not None:
-      params, meta = ckpts.restore_best_params(abstract.params, dp.replicated)
+      params, meta = ckpts.restore_best_params(abstract.params, dp.replicated, check=True)
       return params, int(meta["step"])
     if which.isdigit():
       kept = ckpts.latest.all_steps()
       if int(which) not in kept:
         raise FileNotFoundError(f"no checkpoint of step {int(which)} in {workdir}; the kept steps "
                                 f"are {sorted(kept)}")
-      state, _ = ckpts.restore(abstract, dp.replicated, int(which))
+      state, _ = ckpts.restore(abstract, dp.replicated, int(which), check=True)
       return state.params, int(which)
     if ckpts.latest_step() is None:
       raise FileNotFoundError(f"no checkpoint in {workdir}")
-    state, _ = ckpts.restore(abstract, dp.replicated)
+    state, _ = ckpts.restore(abstract, dp.replicated, check=True)
     return state.params, int(jax.device_get(state.step))
   finally:
+    for path in ckpts.unverified:
+      warnings.warn(RunNote(f"note: checkpoint {path} was written before checkpoints carried "
+                            "checksums: it is loaded unverified"), stacklevel=3)
     ckpts.close()
 
 
@@ -164,7 +183,8 @@ class Run:
   checkpoint: str
 
 
-def load_run(workdir: str, checkpoint: str = "best", data_dir: str | None = None) -> Run:
+def load_run(workdir: str, checkpoint: str = "best", data_dir: str | None = None, *,
+             experiment: str | None = None, command: str | None = None) -> Run:
   """Loads a trained run for inference: task (with its saved artifacts), parameters and step.
 
   Args:
@@ -172,7 +192,15 @@ def load_run(workdir: str, checkpoint: str = "best", data_dir: str | None = None
     checkpoint: 'best' (the best dev checkpoint, else the latest), 'latest', or the step of a
       kept checkpoint ('175').
     data_dir: where the run's data lives now, if it moved (only read when an artifact is missing).
+    experiment: the experiment the caller needs; a run of another one is refused.
+    command: names the caller in that refusal (default: `predict <experiment>`).
+
+  Raises:
+    WrongExperimentError: the run belongs to another experiment than `experiment`.
+    CheckpointDamagedError: the checkpoint asked for failed verification or cannot be read.
   """
+  if experiment is not None:
+    workdir_lib.check_experiment(workdir, experiment, command or f"predict {experiment}")
   config = load_config(workdir)
   if data_dir is not None:
     config.data_dir = data_dir

@@ -12,7 +12,12 @@
   * every `checkpoint_every` steps, at epoch ends, at the last step and when SIGTERM or SIGINT
     arrives, a checkpoint is written; after a signal the loop stops cleanly;
   * a NaN or inf loss (or gradient norm) stops training with `NonFiniteLossError` naming the step;
-    it is detected before anything after it is saved, so the last checkpoint on disk is good;
+    it is detected before anything after it is saved, so the last checkpoint on disk is good; so
+    does a loss that stays finite but climbs far above its running level (`DivergedLossError`,
+    the rule in `DivergenceGuard`);
+  * only one training runs in a work directory (experiments/workdir.py's lock), and only on a run
+    of its own experiment; the newest intact checkpoint is resumed from, damaged ones are set
+    aside (experiments/checkpoints.py); a save that fails stops training at the next step;
   * at the end the test split is evaluated with the best (or last) parameters, and results.json
     (with the task's metric signatures beside the figures), config.json and curves.png are
     written.
@@ -48,7 +53,9 @@ from experiments import distributed
 from experiments import metrics_log
 from experiments import plots
 from experiments import steps
+from experiments import workdir as workdir_lib
 from experiments.checkpoints import Checkpoints
+from experiments.checkpoints import Verdict
 from experiments.config import Config
 from experiments.parallel import DataParallel
 from experiments.parallel import StopAgreement
@@ -70,16 +77,128 @@ class NonFiniteLossError(RuntimeError):
     checkpoint_step: the last checkpoint on disk (all good), or None.
   """
 
-  def __init__(self, step: int, value: float, checkpoint_step: int | None, directory: str):
+  def __init__(self, step: int, value: float, checkpoint_step: int | None, directory: str, *,
+               verdict: Verdict | None = None, advice: str | None = None):
     self.step, self.value, self.checkpoint_step = step, value, checkpoint_step
     what = (f"the loss became {value}" if not math.isfinite(value) else
             f"the gradient norm became NaN or inf (loss {value})")
-    kept = (f"the last good checkpoint, step {checkpoint_step}, is kept in {directory}"
-            if checkpoint_step is not None else "no checkpoint had been written yet")
     super().__init__(
-        f"Training stopped at step {step}: {what}. Nothing from step {step} on was saved; {kept}. "
-        "Try a lower optimizer.learning_rate, gradient clipping (optimizer.grad_clip_norm=1.0), a "
-        "warm-up, or train.dtype=float32.")
+        f"Training stopped at step {step}: {what}. Nothing from step {step} on was saved; "
+        f"{_kept(checkpoint_step, directory, verdict)}. "
+        f"{advice or 'Try ' + ', '.join(_REMEDIES) + '.'}")
+
+
+# The remedies named when the run's settings are not known.
+_REMEDIES = ("a lower optimizer.learning_rate", "gradient clipping (optimizer.grad_clip_norm=1.0)",
+             "a warm-up", "or train.dtype=float32")
+
+
+def _kept(checkpoint_step: int | None, directory: str, verdict: Verdict | None) -> str:
+  """What the stopped run leaves to resume from: a checkpoint is called good only once verified."""
+  if checkpoint_step is None:
+    return "no checkpoint had been written yet"
+  if verdict is None or verdict.verified:
+    return f"the last good checkpoint, step {checkpoint_step}, is kept in {directory}"
+  if verdict.usable:
+    return (f"the last checkpoint, step {checkpoint_step}, is kept in {directory} (written before "
+            "checkpoints carried checksums, so not verified)")
+  return (f"the newest checkpoint, step {checkpoint_step} in {directory}, is damaged "
+          f"({verdict.problem}): the next start sets it aside and resumes from an older intact one")
+
+
+class DivergedLossError(NonFiniteLossError):
+  """The training loss stayed finite but rose far above its running level (DivergenceGuard).
+
+  Attributes (besides NonFiniteLossError's): start, the first step of the interval whose mean
+  crossed the limit, and limit.
+  """
+
+  def __init__(self, step: int, start: int, value: float, limit: float, rule: str,
+               checkpoint_step: int | None, directory: str, *, verdict: Verdict | None = None,
+               advice: str | None = None):
+    RuntimeError.__init__(  # pylint: disable=non-parent-init-called
+        self, f"Training stopped at step {step}: the loss diverged: the mean training objective "
+        f"of steps {start}-{step} is {value:.4g}, above {limit:.4g} ({rule}). Nothing from these "
+        f"steps was logged or saved; {_kept(checkpoint_step, directory, verdict)}. "
+        f"{advice or 'Try ' + ', '.join(_REMEDIES) + '.'}")
+    self.step, self.value, self.checkpoint_step = step, value, checkpoint_step
+    self.start, self.limit = start, limit
+
+
+class DivergenceGuard:
+  """Stops a run whose loss stays finite but climbs far above its running level.
+
+  The rule: the mean training objective over a logging interval (or over the steps of one so far,
+  checked before every dev evaluation and checkpoint) must not exceed
+  `max(factor * lowest, first)`, where `lowest` is the lowest interval mean logged so far and
+  `first` the first interval's mean. A loss ten times (the default `train.divergence_factor`) its
+  best level that is also worse than where training started has undone what was learned: Adam at
+  learning rate 1e6 takes the toy's loss from 0.7 to about 1e7. The project's recorded runs stay
+  far below it (docs/RELIABILITY.md: at most 2.2 times the lowest, never above the first). The
+  first interval is never judged, nor any while the lowest is not positive. Its state goes into
+  every checkpoint, so a resumed run judges as the uninterrupted one would.
+
+  Args:
+    factor: train.divergence_factor (None turns the guard off).
+    state: the state saved in a checkpoint's meta (None: a new run, or an older checkpoint).
+  """
+
+  def __init__(self, factor: float | None, state: dict[str, Any] | None = None):
+    self.factor = factor
+    state = state or {}
+    self.first, self.lowest = state.get("first"), state.get("lowest")
+
+  def limit(self) -> float | None:
+    if self.factor is None or self.first is None or not self.lowest or self.lowest <= 0:
+      return None
+    return max(self.factor * self.lowest, self.first)
+
+  def rule(self) -> str:
+    return (f"the larger of train.divergence_factor {self.factor:g} times its lowest interval mean "
+            f"so far, {self.lowest:.4g}, and its first interval mean, {self.first:.4g}")
+
+  def exceeded(self, mean: float) -> bool:
+    limit = self.limit()
+    return limit is not None and math.isfinite(mean) and mean > limit
+
+  def update(self, mean: float) -> None:
+    """Takes a logged interval's mean into the running level."""
+    if not math.isfinite(mean):
+      return
+    if self.first is None:
+      self.first = mean
+    self.lowest = mean if self.lowest is None else min(self.lowest, mean)
+
+  def state(self) -> dict[str, Any]:
+    return {"first": self.first, "lowest": self.lowest}
+
+
+def remedies(config: Config) -> str:
+  """The remedies for a diverging run that its settings leave open (none it already uses)."""
+  opt, tc = config.optimizer, config.train
+  tips = [f"a lower optimizer.learning_rate (now {opt.learning_rate:g})"]
+  tips.append("gradient clipping (optimizer.grad_clip_norm=1.0)" if opt.grad_clip_norm is None
+              else f"a tighter optimizer.grad_clip_norm (now {opt.grad_clip_norm:g})")
+  if opt.warmup_steps == 0:
+    tips.append("a warm-up (optimizer.warmup_steps)")
+  if tc.dtype != "float32":
+    tips.append(f"train.dtype=float32 (now {tc.dtype})")
+  return "Try " + ", ".join(tips[:-1]) + (", or " if len(tips) > 1 else "") + tips[-1] + "."
+
+
+def _after_resume_advice(bad_step: int, resume_step: int, verdict: Verdict | None,
+                         changes: list[str], workdir: str) -> str:
+  """The advice when the loss fails within the first steps after a resume: the run was healthy up
+  to the checkpoint, so the checkpoint (or what changed on resuming) is the suspect."""
+  how = ("its checksums match what was saved" if verdict is not None and verdict.verified else
+         "it was written before checkpoints carried checksums, so it could not be verified")
+  changed = (f"the settings changed on resuming ({'; '.join(changes)})" if changes else
+             "no setting changed on resuming")
+  return (f"This came {bad_step - resume_step} step(s) after resuming from step {resume_step}, "
+          f"and the run was healthy up to that checkpoint ({how}; {changed}): suspect the "
+          "checkpoint or the changed settings before the learning rate. To resume from an older "
+          f"checkpoint, move checkpoints/{resume_step} out of {workdir} (into set_aside/) and run "
+          "the same command again.")
 
 
 @dataclasses.dataclass
@@ -255,6 +374,25 @@ def _committed_steps_note(directory: str) -> Callable[[], str]:
 def train(task: Task, config: Config, workdir: str, *,
           devices: Sequence[jax.Device] | None = None,
           console: Callable[[str], None] | None = None) -> TrainResult:
+  """Trains `task` as `config` says in `workdir`, holding the directory's training lock (process 0)
+  for the whole run; the work itself is `_train`'s (its docstring has the details).
+
+  Raises:
+    WorkdirLockedError: another training run holds `workdir` (nothing was read or written).
+    WrongExperimentError: `workdir` holds a run of another experiment.
+    and what `_train` raises.
+  """
+  workdir = os.path.abspath(workdir)
+  workdir_lib.check_experiment(workdir, config.experiment, f"train {config.experiment}")
+  if not distributed.is_primary():
+    return _train(task, config, workdir, devices=devices, console=console)
+  with workdir_lib.WorkdirLock(workdir, note=console or print):
+    return _train(task, config, workdir, devices=devices, console=console)
+
+
+def _train(task: Task, config: Config, workdir: str, *,
+           devices: Sequence[jax.Device] | None = None,
+           console: Callable[[str], None] | None = None) -> TrainResult:
   """Trains `task` as `config` says, checkpointing into `workdir` and resuming from it.
 
   Args:
@@ -270,8 +408,10 @@ def train(task: Task, config: Config, workdir: str, *,
     A TrainResult.
 
   Raises:
-    NonFiniteLossError: the loss became NaN or inf.
+    NonFiniteLossError: the loss became NaN or inf (DivergedLossError: far above its level).
     CheckpointMismatchError: workdir holds a checkpoint of a different model configuration.
+    CheckpointDamagedError: workdir holds checkpoints, but none is intact.
+    CheckpointSaveError: a checkpoint could not be written.
     TopologyMismatchError: workdir holds a checkpoint written by another number of processes.
   """
   started = time.time()
@@ -311,12 +451,17 @@ def train(task: Task, config: Config, workdir: str, *,
   distributed.set_failure_note(_committed_steps_note(os.path.join(workdir, "checkpoints")))
   batches = task.train_batches()
   elapsed_before = 0.0
-  resume_step = ckpts.latest_step()
-  if resume_step is not None:
-    distributed.check_topology(ckpts.read_meta(resume_step).get("topology"),
-                               f"checkpoint {os.path.join(workdir, 'checkpoints', str(resume_step))}")
-    state, meta = ckpts.restore(abstract_state, dp.replicated, resume_step)
+  resumed = ckpts.resume_point(
+      abstract_state, dp.replicated, note=say,
+      check_meta=lambda meta, where: distributed.check_topology(meta.get("topology"),
+                                                                f"checkpoint {where}"))
+  resume_step, resume_verdict, changes = None, None, []
+  guard = DivergenceGuard(tc.divergence_factor)
+  if resumed is not None:
+    state, meta, resume_verdict = resumed
+    resume_step = int(jax.device_get(state.step))
     batches.set_state(meta["data"])
+    guard = DivergenceGuard(tc.divergence_factor, meta.get("divergence"))
     acc = _acc_from_json(meta["acc"], dp)
     elapsed_before = float(meta.get("elapsed", 0.0))
     changes = _config_changes(config_lib.with_current_names(meta.get("config", {})),
@@ -326,6 +471,7 @@ def train(task: Task, config: Config, workdir: str, *,
   else:
     state = dp.jit_init(init)(rng, dp.shard_batch(sample))
     acc = new_acc()
+  advice = remedies(config)
   if primary:
     # Written only now: a checkpoint that does not fit has raised above and left the run untouched.
     with open(os.path.join(workdir, CONFIG_FILE), "w", encoding="utf-8") as f:
@@ -345,18 +491,44 @@ def train(task: Task, config: Config, workdir: str, *,
   position = batches.get_state()
   topology = distributed.topology_meta()
 
-  def check_finite():
+  interval_start = step + 1  # the first step of the logging interval being summed
+
+  def kept() -> tuple[int | None, Verdict | None]:
+    """The newest checkpoint once its save has finished, and what verifying it found."""
+    ckpts.wait()
+    kept_step = ckpts.latest_step()
+    return kept_step, (ckpts.verify("checkpoints", kept_step) if kept_step is not None else None)
+
+  def advice_for(bad_step: int) -> str:
+    if resume_step is not None and bad_step <= resume_step + tc.log_every:
+      return _after_resume_advice(bad_step, resume_step, resume_verdict, changes, workdir)
+    return advice
+
+  def check_finite(mean: float | None = None):
+    """Raises when the loss became NaN or inf, or (DivergenceGuard) climbed far above its level;
+    `mean` is the interval's mean objective when the caller has read it already."""
     bad = int(jax.device_get(acc["first_bad_step"]))
     if bad != steps.NO_BAD_STEP:
-      ckpts.wait()
-      raise NonFiniteLossError(bad, float(jax.device_get(acc["bad_value"])), ckpts.latest_step(),
-                               os.path.join(workdir, "checkpoints"))
+      kept_step, verdict = kept()
+      raise NonFiniteLossError(bad, float(jax.device_get(acc["bad_value"])), kept_step,
+                               os.path.join(workdir, "checkpoints"), verdict=verdict,
+                               advice=advice_for(bad))
+    if guard.limit() is None or step < interval_start:
+      return
+    if mean is None:
+      mean = steps.means({"objective": acc["metrics"]["objective"]})["objective"]
+    if guard.exceeded(mean):
+      kept_step, verdict = kept()
+      raise DivergedLossError(step, interval_start, mean, guard.limit(), guard.rule(), kept_step,
+                              os.path.join(workdir, "checkpoints"), verdict=verdict,
+                              advice=advice_for(interval_start))
 
   def save():
     check_finite()
     ckpts.save(state, {"data": position, "acc": _acc_to_json(acc), "config": config_dict,
                        "elapsed": elapsed_before + time.time() - started,
-                       "epoch": step / steps_per_epoch, "topology": topology})
+                       "epoch": step / steps_per_epoch, "topology": topology,
+                       "divergence": guard.state()})
 
   interrupted = None
   try:
@@ -370,13 +542,16 @@ def train(task: Task, config: Config, workdir: str, *,
                              "must yield batches endlessly, epoch after epoch") from None
         state, acc = loop_step(state, acc, batch)
         step += 1
+        ckpts.check_for_errors()  # a save that failed in the background stops the run here
         bar.update(1)
         stopping = agree_to_stop(stop.received)
         epoch_end = step % steps_per_epoch == 0
         last = step == total
         if step % tc.log_every == 0 or epoch_end or last:
-          check_finite()
           train_metrics = steps.means(acc["metrics"])
+          check_finite(train_metrics["objective"])
+          guard.update(train_metrics["objective"])
+          interval_start = step + 1
           logger.write(step, "train", train_metrics, epoch=step / steps_per_epoch,
                        echo=not tc.progress_bar)
           bar.set_postfix(loss=f"{train_metrics.get('loss', train_metrics['objective']):.4f}")
@@ -402,7 +577,13 @@ def train(task: Task, config: Config, workdir: str, *,
       results = _finish(task, config, workdir, state, ckpts, evaluator, dp, logger, last_dev,
                         elapsed_before + time.time() - started, steps_per_epoch, total, say)
       result = TrainResult(state, step, None, results, workdir)
-  finally:
+  except BaseException:
+    # The error on its way out is the one to report: a failed save is not raised a second time.
+    bar.close()
+    logger.close()
+    ckpts.close(quiet=True)
+    raise
+  else:
     bar.close()
     logger.close()
     ckpts.wait()
