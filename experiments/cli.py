@@ -76,7 +76,8 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
                       "the run did not save its vocabularies)")
   parser.add_argument("--heatmap", metavar="PNG", help="also save the attention heatmap here "
                       "(numbered -1, -2, ... for several inputs)")
-  parser.add_argument("--beam-size", type=int, help="beam width for decoding experiments")
+  parser.add_argument("--beam-size", type=int, help="beam width for decoding experiments "
+                      "(default: the run's own data.beam_size; 1: greedy search)")
   parser.add_argument("--num-results", type=int, default=1, help="how many results per input")
 
 
@@ -139,7 +140,10 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
   evaluate.add_argument("--pairs", metavar="FILE", help="score the run on your own examples "
                         "instead of a split (translation: English<TAB>French, one pair a line)")
   evaluate.add_argument("--beam-size", type=int, help="with --pairs: the beam (1: greedy; "
-                        "default: the run's)")
+                        "default: the run's own data.beam_size)")
+  evaluate.add_argument("--length-penalty", type=float, help="with --pairs: GNMT's length "
+                        "penalty alpha for beam search (default: the run's own "
+                        "data.length_penalty)")
 
   predict = commands.add_parser("predict", help="run a trained model on inputs")
   per_experiment = predict.add_subparsers(dest="experiment", required=True, metavar="experiment")
@@ -205,6 +209,13 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         console.print(config_lib.describe(cfg))
         return 0
       processes = distributed.options_from_args(args)
+    elif args.command == "evaluate" and args.pairs is None:
+      given = [flag for flag, value in (("--beam-size", args.beam_size),
+                                        ("--length-penalty", args.length_penalty))
+               if value is not None]
+      if given:  # a split's evaluation decodes as the run was trained to
+        raise ValueError(f"{' and '.join(given)} apply to --pairs only; a split is evaluated "
+                         "with the run's own decoding settings")
     elif args.command == "predict" or hasattr(args, "inputs"):
       exp = registry.get_experiment(args.experiment)
       if args.workdir is None:

@@ -73,6 +73,22 @@ class OptimizerConfig:
   decay_steps: int | None = None
   min_lr_ratio: float = 0.0
 
+  def ignored_fields(self) -> dict[str, str]:
+    """The fields that have no effect under the other settings, each with the reason (see
+    `train_state.make_optimizer` and `make_schedule`)."""
+    ignored = {}
+    if self.name != "adamw":
+      ignored["weight_decay"] = f"only adamw decays weights (optimizer.name = {self.name!r})"
+    if self.name != "sgd":
+      ignored["momentum"] = f"only sgd uses momentum (optimizer.name = {self.name!r})"
+    if self.name == "sgd":
+      for name in ("b1", "b2", "eps"):
+        ignored[name] = "only adam and adamw use it (optimizer.name = 'sgd')"
+    if self.schedule != "cosine":
+      for name in ("decay_steps", "min_lr_ratio"):
+        ignored[name] = f"only the cosine schedule uses it (optimizer.schedule = {self.schedule!r})"
+    return ignored
+
 
 @dataclasses.dataclass
 class TrainConfig:
@@ -83,7 +99,9 @@ class TrainConfig:
     batch_size: global training batch size (split over all devices; must be a multiple of their
       number).
     eval_batch_size: evaluation batch size; None = `batch_size`.
-    num_epochs: epochs to train; ignored when `num_steps` is set.
+    num_epochs: epochs to train, when `num_steps` is None. On the command line the later of
+      --train.num_epochs and --train.num_steps wins: --train.num_epochs alone clears a named run's
+      `num_steps`, so the epochs count.
     num_steps: total optimizer steps; None = `num_epochs` * the task's steps per epoch.
     log_every: steps between reading training metrics from the device and logging them.
     eval_every: steps between dev evaluations; None = only at the end of each epoch.
@@ -98,7 +116,8 @@ class TrainConfig:
       `param_dtype`, losses are computed in float32).
     param_dtype: storage dtype of the parameters and the optimizer state.
     prefetch: batches put on the device ahead of the running step.
-    progress_bar: show a tqdm progress bar on the console.
+    progress_bar: show a tqdm progress bar on the console (only when standard error is a
+      terminal: a log file gets the metric lines instead).
     divergence_factor: stop training when a logging interval's mean training objective exceeds
       the larger of this times the lowest interval mean so far and the first interval's mean (a
       loss that stays finite but diverges; trainer.DivergenceGuard); None = never.
@@ -120,6 +139,12 @@ class TrainConfig:
   prefetch: int = 2
   progress_bar: bool = True
   divergence_factor: float | None = 10.0
+
+  def ignored_fields(self) -> dict[str, str]:
+    """The fields that have no effect under the other settings, each with the reason."""
+    if self.num_steps is not None:
+      return {"num_epochs": f"train.num_steps = {self.num_steps} sets the length of the run"}
+    return {}
 
 
 @dataclasses.dataclass
@@ -238,8 +263,64 @@ def override(cfg: Config, args: Sequence[str], prog: str = "python -m experiment
   except SystemExit:
     raise ConfigError(_plain_text(output.getvalue()) or f"bad config overrides: {list(args)}") \
         from None
-  return dataclasses.replace(cfg, **{f.name: copy_config(getattr(parsed, f.name))
-                                     for f in dataclasses.fields(parsed)})
+  cfg = dataclasses.replace(cfg, **{f.name: copy_config(getattr(parsed, f.name))
+                                    for f in dataclasses.fields(parsed)})
+  given = given_paths(args)
+  cfg, superseded = _later_wins(cfg, given)
+  check_overrides_apply(cfg, [path for path in given if path not in superseded])
+  return cfg
+
+
+# Pairs of settings where one makes the other idle (`ignored_fields`): when both are on the command
+# line, the one given later wins; one given alone wins over the named run's value of the other.
+# (path, the other path, the other's value that lets `path` take effect)
+_LATER_WINS = (("train.num_epochs", "train.num_steps", None),)
+
+
+def given_paths(args: Sequence[str]) -> list[str]:
+  """The dotted paths that command-line override words set, in their order on the line."""
+  return [word[2:].split("=", 1)[0].replace("-", "_") for word in args
+          if word.startswith("--") and len(word) > 2 and not word[2].isdigit()]
+
+
+def _later_wins(cfg: Config, given: Sequence[str]) -> tuple[Config, set[str]]:
+  """`cfg` with each pair of _LATER_WINS settled by the command line's order, and the given paths
+  that a later one superseded (the run's first line says which setting decided)."""
+  superseded = set()
+  for path, other, neutral in _LATER_WINS:
+    if path not in given:
+      continue
+    if other not in given or given[::-1].index(path) < given[::-1].index(other):
+      section, field = other.split(".")
+      cfg = dataclasses.replace(
+          cfg, **{section: dataclasses.replace(getattr(cfg, section), **{field: neutral})})
+      if other in given:
+        superseded.add(other)
+    else:
+      superseded.add(path)
+  return cfg, superseded
+
+
+def ignored_settings(cfg: Config) -> dict[str, str]:
+  """{dotted path: why it has no effect} over the sections that declare `ignored_fields()`."""
+  out = {}
+  for name, section in sections(cfg).items():
+    if hasattr(section, "ignored_fields"):
+      out.update({f"{name}.{field}": why for field, why in section.ignored_fields().items()})
+  return out
+
+
+def check_overrides_apply(cfg: Config, given: Sequence[str]) -> None:
+  """Refuses overrides that the rest of the config would leave without effect.
+
+  Raises:
+    ConfigError: naming each such setting and why it does not apply.
+  """
+  ignored = ignored_settings(cfg)
+  idle = [f"--{path} has no effect: {ignored[path]}" for path in dict.fromkeys(given)
+          if path in ignored]
+  if idle:
+    raise ConfigError("; ".join(idle))
 
 
 def copy_config(cfg):

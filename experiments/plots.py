@@ -58,7 +58,8 @@ def _finish(fig, title: str | None, out_path: str) -> str:
 
 
 def plot_curves(metrics_path: str, out_path: str,
-                names: Sequence[str] | None = None, title: str | None = None) -> str:
+                names: Sequence[str] | None = None, title: str | None = None,
+                best_metric: str | None = None, best_mode: str = "max") -> str:
   """Draws train/dev curves of each metric against the step, one panel per metric.
 
   Args:
@@ -67,6 +68,9 @@ def plot_curves(metrics_path: str, out_path: str,
     names: which metrics to draw; None = 'loss' and 'accuracy' when logged, else every metric
       that the dev split has (or train's if there is no dev record).
     title: the figure title.
+    best_metric: the run's train.best_metric ('dev/bleu'): its panel is drawn beside the loss's
+      (added to the default names when it is not among them) and its best dev value marked.
+    best_mode: 'max' or 'min', the run's train.best_mode: which value is the best.
 
   Returns:
     `out_path`.
@@ -86,6 +90,9 @@ def plot_curves(metrics_path: str, out_path: str,
     if not names:
       ref = "dev" if any(s == "dev" for s, _ in series) else "train"
       names = sorted(n for s, n in series if s == ref)
+    selecting = best_metric.split("/", 1)[-1] if best_metric else None
+    if selecting in available and selecting not in names:
+      names.insert(1 if names and names[0] == "loss" else 0, selecting)
   names = [n for n in names if n in available]
   if not names:
     raise ValueError(f"none of the requested metrics are in {metrics_path}; it has "
@@ -98,6 +105,10 @@ def plot_curves(metrics_path: str, out_path: str,
       if points:
         steps, values = zip(*points)
         ax.plot(steps, values, label=split, **_SPLIT_STYLE[split])
+    if best_metric and best_metric == f"dev/{name}" and series.get(("dev", name)):
+      pick = max if best_mode == "max" else min
+      step, value = pick(series[("dev", name)], key=lambda point: point[1])
+      ax.plot([step], [value], "k*", markersize=10, label=f"best ({value:.4g})")
     _label_panel(ax, "step", name)
   return _finish(fig, title, out_path)
 
@@ -168,18 +179,73 @@ def plot_attention(weights, x_tokens: Sequence[str], y_tokens: Sequence[str] | N
   if y_tokens is not None and len(y_tokens) != q_len:
     raise ValueError(f"y_tokens has {len(y_tokens)} tokens but weights has shape {weights.shape} "
                      f"(Q = {q_len} rows)")
-  labels = list(x_tokens) + list(y_tokens or [])
-  font = None
-  if any(_is_cjk(str(t)) for t in labels + [title or ""]):
-    font = cjk_font()
-    if font is None:
-      warnings.warn("no CJK font is installed (tried: " + ", ".join(CJK_FONTS[:3]) + ", ...); the "
-                    "heatmap is drawn but Chinese tokens show as boxes. Install e.g. "
-                    "fonts-noto-cjk to fix it.", stacklevel=2)
+  font = _font_for(list(x_tokens) + list(y_tokens or []) + [title or ""])
   width = min(max(3.0, 0.42 * k_len + 2.2), 30.0)
   height = min(max(1.6, 0.42 * q_len + 1.6), 30.0)
   fig = Figure(figsize=(width, height))
   ax = fig.subplots()
+  _draw_weights(fig, ax, weights, x_tokens, y_tokens, font, xlabel=xlabel, ylabel=ylabel,
+                cmap=cmap)
+  if title:
+    ax.set_title(title, fontdict={"family": font} if font else None)
+  return _finish_heatmap(fig, out_path)
+
+
+def plot_pair_attention(block, a_tokens: Sequence[str], b_tokens: Sequence[str], cls_row,
+                        packed_tokens: Sequence[str], out_path: str, *,
+                        title: str | None = None, cmap: str = "Reds") -> str:
+  """Draws a sentence-pair Transformer's attention: the [CLS] row above the a-to-b block.
+
+  Args:
+    block: (La, Lb) weights of the first sentence's tokens (rows) over the second's (columns).
+    a_tokens: the La tokens of the first sentence.
+    b_tokens: the Lb tokens of the second sentence.
+    cls_row: (n,) the [CLS] position's weights over the whole packed pair.
+    packed_tokens: the n tokens of the packed pair ([CLS] a [SEP] b [SEP]).
+    out_path: the PNG to write.
+    title: the figure title.
+    cmap: matplotlib colour map.
+
+  Returns:
+    `out_path`.
+  """
+  block, cls_row = np.asarray(block, np.float32), np.asarray(cls_row, np.float32)
+  if block.shape != (len(a_tokens), len(b_tokens)):
+    raise ValueError(f"block has shape {block.shape}, expected (La, Lb) = "
+                     f"({len(a_tokens)}, {len(b_tokens)})")
+  if cls_row.shape != (len(packed_tokens),):
+    raise ValueError(f"cls_row has shape {cls_row.shape}, expected ({len(packed_tokens)},)")
+  font = _font_for(list(packed_tokens) + [title or ""])
+  width = min(max(4.0, 0.42 * max(len(packed_tokens), len(b_tokens)) + 2.2), 30.0)
+  height = min(max(3.0, 0.42 * (len(a_tokens) + 1) + 3.0), 30.0)
+  fig = Figure(figsize=(width, height))
+  top, bottom = fig.subplots(2, 1, gridspec_kw={"height_ratios": [1, max(len(a_tokens), 1)]})
+  _draw_weights(fig, top, cls_row[None, :], packed_tokens, ["[CLS]"], font,
+                xlabel="[CLS] over the pair", ylabel="", cmap=cmap)
+  _draw_weights(fig, bottom, block, b_tokens, a_tokens, font, xlabel="second question",
+                ylabel="first question", cmap=cmap)
+  if title:
+    top.set_title(title, fontdict={"family": font} if font else None)
+  return _finish_heatmap(fig, out_path)
+
+
+def _font_for(texts: Sequence[str]) -> str | None:
+  """A CJK font when any text needs one (a warning when none is installed), else None."""
+  if not any(_is_cjk(str(t)) for t in texts):
+    return None
+  font = cjk_font()
+  if font is None:
+    warnings.warn("no CJK font is installed (tried: " + ", ".join(CJK_FONTS[:3]) + ", ...); the "
+                  "heatmap is drawn but Chinese tokens show as boxes. Install e.g. "
+                  "fonts-noto-cjk to fix it.", stacklevel=3)
+  return font
+
+
+def _draw_weights(fig, ax, weights: np.ndarray, x_tokens: Sequence[str],
+                  y_tokens: Sequence[str] | None, font: str | None, *, xlabel: str, ylabel: str,
+                  cmap: str) -> None:
+  """One heatmap (Q, K) on `ax`, the tokens on its axes, with a colour bar."""
+  q_len, k_len = weights.shape
   image = ax.imshow(weights, cmap=cmap, aspect="auto", vmin=0.0)
   fontdict = {"family": font} if font else None
   ax.set_xticks(range(k_len))
@@ -195,9 +261,11 @@ def plot_attention(weights, x_tokens: Sequence[str], y_tokens: Sequence[str] | N
   ax.set_xlabel(xlabel)
   if y_tokens is not None or q_len > 1:
     ax.set_ylabel(ylabel)
-  if title:
-    ax.set_title(title, fontdict=fontdict)
   fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+
+
+def _finish_heatmap(fig, out_path: str) -> str:
+  """Lays a heatmap figure out (quiet about missing CJK glyphs) and saves it as a PNG."""
   with warnings.catch_warnings():
     # Without a CJK font matplotlib warns once per missing glyph (when laying out and drawing); the
     # single warning above says it all.

@@ -40,6 +40,7 @@ import json
 import math
 import os
 import signal
+import sys
 import threading
 import time
 from typing import Any, Callable, Sequence
@@ -263,6 +264,17 @@ def total_steps(config: Config, steps_per_epoch: int) -> int:
   return total
 
 
+def plan_line(config: Config, steps_per_epoch: int, total: int) -> str:
+  """The run's first line: how many steps it takes and which setting decided it."""
+  epochs = total / steps_per_epoch
+  if config.train.num_steps is not None:
+    return (f"Training {total:,} steps: train.num_steps = {config.train.num_steps} (about "
+            f"{epochs:.3g} epochs of {steps_per_epoch:,} steps; train.num_epochs has no effect "
+            "while train.num_steps is set)")
+  return (f"Training {total:,} steps: train.num_epochs = {config.train.num_epochs} epochs of "
+          f"{steps_per_epoch:,} steps (train.num_steps is None)")
+
+
 def validate_config(config: Config) -> None:
   """Raises ValueError for engine settings that cannot work (intervals < 1, non-dev best_metric)."""
   tc = config.train
@@ -427,11 +439,14 @@ def _train(task: Task, config: Config, workdir: str, *,
   config_dict = config_lib.to_dict(config)
   primary = distributed.is_primary()
 
-  bar = tqdm.tqdm(total=total, disable=not (tc.progress_bar and primary), dynamic_ncols=True,
+  # The bar redraws its line with carriage returns: only on a terminal, never into a log file.
+  show_bar = tc.progress_bar and primary and sys.stderr.isatty()
+  bar = tqdm.tqdm(total=total, disable=not show_bar, dynamic_ncols=True,
                   unit="step")
-  say = console or (bar.write if tc.progress_bar else print)
+  say = console or (bar.write if show_bar else print)
   if not primary:
     say = lambda line: None  # pylint: disable=unnecessary-lambda-assignment
+  say(plan_line(config, steps_per_epoch, total))
   rng = jax.random.key(tc.seed)
   sample = task.example_batch()
   init = make_init(task, tx)
@@ -553,7 +568,7 @@ def _train(task: Task, config: Config, workdir: str, *,
           guard.update(train_metrics["objective"])
           interval_start = step + 1
           logger.write(step, "train", train_metrics, epoch=step / steps_per_epoch,
-                       echo=not tc.progress_bar)
+                       echo=not show_bar)
           bar.set_postfix(loss=f"{train_metrics.get('loss', train_metrics['objective']):.4f}")
           acc = new_acc()
         if (tc.eval_every and step % tc.eval_every == 0) or epoch_end or last:
@@ -625,7 +640,8 @@ def _finish(task, config, workdir, state, ckpts, evaluator, dp, logger, last_dev
   metrics_log.write_results(workdir, results)
   try:
     plots.plot_curves(logger.path, os.path.join(workdir, CURVES_FILE),
-                      title=f"{config.experiment} {config.model_name}".strip())
+                      title=f"{config.experiment} {config.model_name}".strip(),
+                      best_metric=tc.best_metric, best_mode=tc.best_mode)
   except ValueError as e:  # nothing plottable (e.g. no metric logged twice) is not fatal
     say(f"No curves drawn: {e}")
   task.on_train_end(dp.local_copy(params), workdir)

@@ -25,11 +25,13 @@ reading the source again (a source that is named must still exist); `overwrite=T
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import tensorflow_datasets as tfds
 
@@ -196,9 +198,24 @@ def _prepare_builder(b: tfds.core.GeneratorBasedBuilder, source, overwrite: bool
     _check_same_source(b, source)
   mode = (tfds.download.GenerateMode.REUSE_CACHE_IF_EXISTS if overwrite
           else tfds.download.GenerateMode.REUSE_DATASET_IF_EXISTS)
-  b.download_and_prepare(download_config=tfds.download.DownloadConfig(
-      download_mode=mode, try_download_gcs=False))
+  with quiet_tfds():
+    b.download_and_prepare(download_config=tfds.download.DownloadConfig(
+        download_mode=mode, try_download_gcs=False))
   return built
+
+
+@contextlib.contextmanager
+def quiet_tfds() -> Iterator[None]:
+  """Keeps tfds' chatter off standard output, which commands keep for their results.
+
+  tfds prints "Downloading and preparing dataset ..." and "... Subsequent calls will reuse this
+  data." to standard output: inside the block they go to standard error. Its nested progress bars
+  move the cursor up with escape codes that a log file keeps as `[A` litter: they are drawn only
+  when standard error is a terminal.
+  """
+  tfds.display_progress_bar(sys.stderr.isatty())
+  with contextlib.redirect_stdout(sys.stderr):
+    yield
 
 
 def load(name: str, split: str, *, source: str | os.PathLike | None = None,

@@ -18,3 +18,18 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402
 
 jax.config.update("jax_default_matmul_precision", "highest")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_data_dir(tmp_path_factory):
+  """Each test process (each pytest-xdist worker) prepares the shipped samples in its own data
+  dir: two workers building the same tfds dataset in one folder would race on its final rename,
+  and the tests never touch a user's ~/.cache/attention_zoo. An explicit $ZOO_DATA_DIR is kept."""
+  if os.environ.get("ZOO_DATA_DIR"):
+    yield
+    return
+  os.environ["ZOO_DATA_DIR"] = str(tmp_path_factory.mktemp("zoo_data"))
+  yield
+  del os.environ["ZOO_DATA_DIR"]

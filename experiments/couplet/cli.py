@@ -15,7 +15,11 @@ repeats characters exactly where the upper line does (风风雨雨 answered by �
 else (zoo.search's forced, banned, tied and distinct positions, built by experiments.couplet.form);
 all combine with --free. --heatmap saves
 the attention of the best line over the upper line (numbered -1, -2 ... for several upper lines).
-Unknown characters and saved files are noted on standard error.
+Spaces in an upper line are kept at the same places in its lower lines (the model reads the
+characters alone). Unknown characters (each once, separated by spaces) and saved files are noted
+on standard error. The beam and length penalty are the run's own (data.beam_size,
+data.length_penalty) unless --beam-size / --length-penalty say otherwise; `--help` lists the
+named runs' values.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import input_errors
+from experiments.couplet.configs import CONFIGS
 from experiments.couplet.form import FormOptions
+from experiments.seq2seq import configs as seq2seq_configs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,12 +48,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--keep-pattern", action="store_true",
                       help="repeat characters exactly where the upper line repeats them, and "
                            "nowhere else")
+  parser.add_argument("--length-penalty", type=float, default=None,
+                      help="GNMT length penalty alpha of the beam search (default: the run's "
+                      "data.length_penalty)")
+  parser.epilog = seq2seq_configs.decoding_defaults(CONFIGS)
 
 
 def form_options(args: argparse.Namespace) -> FormOptions:
   """The decoding constraints the flags ask for."""
   return FormOptions(exact_length=not args.free, force_punct=args.force_punct,
                      no_copy=args.no_copy, keep_pattern=args.keep_pattern)
+
+
+def spaced_like(upper: str, line: str) -> str:
+  """`line` with the upper line's spaces at the same places: the model reads and writes characters
+  alone, so "风 雨" answered by "年岁" prints "年 岁" (spaces past the line's end are dropped)."""
+  chars = iter(line)
+  out, left = [], len(line)
+  for char in upper:
+    if not left:
+      break
+    if char.isspace():
+      out.append(char)
+    else:
+      out.append(next(chars))
+      left -= 1
+  return "".join(out) + "".join(chars)
 
 
 def predict(args: argparse.Namespace, console: Console) -> int:
@@ -59,19 +85,19 @@ def predict(args: argparse.Namespace, console: Console) -> int:
   with input_errors():  # an empty or too long upper line
     generations = run.task.generate(run.params, list(args.inputs), num_results=args.num_results,
                                     beam_size=args.beam_size, options=form_options(args),
-                                    progress=True)
+                                    length_penalty=args.length_penalty, progress=True)
   paths = plots.numbered_paths(args.heatmap, len(generations))
   for i, (generation, path) in enumerate(zip(generations, paths)):
     if i and args.num_results > 1:
       console.print("")
     if args.num_results == 1:
-      console.print(generation.lines[0])
+      console.print(spaced_like(generation.upper, generation.lines[0]))
     else:
       for rank, (line, score) in enumerate(zip(generation.lines, generation.scores), start=1):
-        console.print(f"{rank}\t{line}\t{score:.4f}")
+        console.print(f"{rank}\t{spaced_like(generation.upper, line)}\t{score:.4f}")
     if generation.unknown:
       console.note(f"characters outside the vocabulary (read as <unk>): "
-                   f"{''.join(generation.unknown)}")
+                   f"{' '.join(dict.fromkeys(generation.unknown))}")
     if path is not None:
       run.task.draw_heatmap(run.params, generation, path)
       console.note(f"attention heatmap saved to {path}")

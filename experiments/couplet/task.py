@@ -133,8 +133,10 @@ class CoupletTask(Seq2SeqTask):
 
   def decode_lines(self, params, sources: Sequence[np.ndarray], *,
                    options: FormOptions = FormOptions(), beam_size: int | None = None,
+                   length_penalty: float | None = None,
                    progress: bool = False) -> list[Decoded]:
-    """Beam search for upper lines given as ids with eos (see Seq2SeqTask.decode).
+    """Beam search for upper lines given as ids with eos (see Seq2SeqTask.decode); beam_size and
+    length_penalty None: the run's config.data.beam_size and config.data.length_penalty.
 
     options.exact_length: every hypothesis has exactly as many characters as its upper line, else
     it ends wherever the model puts eos (at most max_len tokens, eos included); force_punct and
@@ -155,7 +157,9 @@ class CoupletTask(Seq2SeqTask):
       pairs = [form.pattern_constraints(upper) for upper in uppers]
       tied, distinct = [t for t, _ in pairs], [flags for _, flags in pairs]
     return self.decode(params, sources, beam_size=beam_size or d.beam_size,
-                       length_penalty=d.length_penalty, exact_length=options.exact_length,
+                       length_penalty=(d.length_penalty if length_penalty is None
+                                       else length_penalty),
+                       exact_length=options.exact_length,
                        forced_tokens=forced, banned_tokens=banned, tied_positions=tied,
                        distinct_positions=distinct, progress=progress)
 
@@ -244,6 +248,7 @@ class CoupletTask(Seq2SeqTask):
 
   def generate(self, params, uppers: Sequence[str], *, num_results: int = 1,
                beam_size: int | None = None, options: FormOptions = FormOptions(),
+               length_penalty: float | None = None,
                progress: bool = False) -> list[Generation]:
     """The num_results best lower lines of each upper line.
 
@@ -253,12 +258,14 @@ class CoupletTask(Seq2SeqTask):
       num_results: how many lines per upper line (at most the beam size).
       beam_size: the beam (None: config.data.beam_size, raised to num_results if smaller).
       options: what of the form decoding enforces (default: the exact length only).
+      length_penalty: GNMT's alpha (None: config.data.length_penalty).
       progress: a progress bar over the decoding batches on standard error.
     """
     beam = max(beam_size or self.config.data.beam_size, num_results)
     encoded = [self.encode_upper(u) for u in uppers]
     decoded = self.decode_lines(params, [ids for _, ids in encoded], options=options,
-                                beam_size=beam, progress=progress)
+                                beam_size=beam, length_penalty=length_penalty,
+                                progress=progress)
     out = []
     for upper, (chars, _), (ids, scores) in zip(uppers, encoded, decoded):
       tokens = [self.vocab.decode(h) for h in ids[:num_results]]

@@ -12,7 +12,7 @@ Every config also says whether the model wants one vocabulary for source and tar
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from experiments.seq2seq import models
 
@@ -121,3 +121,14 @@ class LuongConfig:
                                dropout_rate=self.dropout_rate,
                                output_activation=self.output_activation, dtype=dtype,
                                param_dtype=param_dtype)
+
+
+def decoding_defaults(configs: dict[str, Callable[[], Any]]) -> str:
+  """One sentence naming each named run's beam and length penalty (its `data.beam_size` and
+  `data.length_penalty`), for the --help of the decoding commands."""
+  runs = []
+  for name, make in configs.items():
+    data = make().data
+    runs.append(f"{name} beam {data.beam_size}, length penalty {data.length_penalty:g}")
+  return ("Without --beam-size and --length-penalty, decoding uses the run's own data.beam_size "
+          "and data.length_penalty (its config.json); the named runs': " + "; ".join(runs) + ".")

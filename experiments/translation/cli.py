@@ -2,6 +2,11 @@
 
     python -m experiments translate "I won!" "Go." --workdir runs/translation-transformer \
         [--beam-size 4] [--length-penalty 0.6] [--tsv [--num-results 3]] [--heatmap attention.png]
+
+Every decoding command (`translate`, `evaluate --pairs`, the test evaluation) uses the run's own
+beam and length penalty (data.beam_size, data.length_penalty in its config.json) unless
+--beam-size / --length-penalty say otherwise (--beam-size 1: greedy search); `--help` lists the
+named runs' values. --num-results N above the run's beam widens the beam to N.
     python -m experiments translate --input-file english.txt --workdir RUN > french.txt
     python -m experiments evaluate --workdir RUN --pairs pairs.tsv [--beam-size 4]
 
@@ -16,8 +21,8 @@ source-target attention of each best translation as a PNG.
 `evaluate --pairs FILE` scores a run on your own English-French pairs: FILE is UTF-8 text, one
 pair a line, `English<TAB>French`, no header (a sentence on several lines has several
 references). It prints JSON: cased sacreBLEU, lowercased BLEU and chrF of the translations (beam
-search with the run's beam and length penalty unless --beam-size says otherwise; 1 is greedy
-search) with the sacreBLEU signature of each.
+search with the run's beam and length penalty unless --beam-size / --length-penalty say
+otherwise; 1 is greedy search) with the sacreBLEU signature of each.
 """
 
 from __future__ import annotations
@@ -30,12 +35,16 @@ from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import input_errors
+from experiments.seq2seq import configs as seq2seq_configs
+from experiments.translation.configs import CONFIGS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   """The translation command's own flags (experiments/cli.py gives --beam-size, --heatmap ...)."""
   parser.add_argument("--length-penalty", type=float, default=None,
-                      help="GNMT length penalty alpha for beam search (default: the run's)")
+                      help="GNMT length penalty alpha for beam search (default: the run's "
+                      "data.length_penalty)")
+  parser.epilog = seq2seq_configs.decoding_defaults(CONFIGS)
   parser.add_argument("--tsv", action="store_true",
                       help="write translation<TAB>score<TAB>input lines (--num-results N: N per "
                       "input) instead of the translations alone")
@@ -43,21 +52,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def predict(args: argparse.Namespace, console: Console) -> int:
   """Translates args.inputs with the run in args.workdir; returns the exit status."""
-  beam = 1 if args.beam_size is None else args.beam_size
-  if beam < 1 or args.num_results < 1:
-    raise UsageError(f"--beam-size and --num-results must be at least 1, got {beam} and "
-                     f"{args.num_results}")
+  if (args.beam_size is not None and args.beam_size < 1) or args.num_results < 1:
+    raise UsageError(f"--beam-size and --num-results must be at least 1, got {args.beam_size} "
+                     f"and {args.num_results}")
   if args.num_results > 1 and not args.tsv:
     raise UsageError("--num-results above 1 needs --tsv (without it every input gets exactly "
                      "one line, its best translation)")
+  if args.beam_size is not None and args.beam_size < args.num_results:
+    raise UsageError(f"--num-results {args.num_results} needs a beam of at least "
+                     f"{args.num_results}, got --beam-size {args.beam_size}")
+  if args.beam_size == 1 and args.length_penalty is not None:
+    raise UsageError("--length-penalty applies to beam search only, not to --beam-size 1 "
+                     "(greedy search)")
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
   task = run.task
-  num_results = min(args.num_results, beam)
-  if beam == 1:
-    alpha, search = 0.0, "greedy search"
-  else:
-    alpha = task.config.data.length_penalty if args.length_penalty is None else args.length_penalty
-    search = f"beam search, beam {beam}, length penalty {alpha:g}"
+  beam, alpha = decoding(task.config.data, args.beam_size, args.length_penalty, args.num_results)
+  num_results = args.num_results
+  search = ("greedy search" if beam == 1 else
+            f"beam search, beam {beam}, length penalty {alpha:g}")
   score = "log-probability" if alpha == 0 else "length-penalized log-probability"
   with input_errors():  # an input with nothing to translate
     translations = task.translate(run.params, list(args.inputs), beam_size=beam,
@@ -80,6 +92,16 @@ def predict(args: argparse.Namespace, console: Console) -> int:
       task.draw_heatmap(translation, path)
       console.note(f"heatmap saved to {path}")
   return 0
+
+
+def decoding(data, beam_size: int | None, length_penalty: float | None,
+             num_results: int = 1) -> tuple[int, float]:
+  """The (beam, length penalty) a command decodes with: the flags where given, else the run's
+  data.beam_size and data.length_penalty; the beam widened to num_results, the penalty 0 for
+  greedy search (beam 1)."""
+  beam = max(data.beam_size if beam_size is None else beam_size, num_results)
+  alpha = data.length_penalty if length_penalty is None else length_penalty
+  return beam, (alpha if beam > 1 else 0.0)
 
 
 def read_pairs(path: str) -> tuple[list[str], list[str]]:
@@ -114,11 +136,12 @@ def evaluate_pairs(args: argparse.Namespace, console: Console) -> int:
   """Scores the run in args.workdir on the pairs of args.pairs; prints the scores as JSON."""
   if args.beam_size is not None and args.beam_size < 1:
     raise UsageError(f"--beam-size must be at least 1, got {args.beam_size}")
+  if args.beam_size == 1 and args.length_penalty is not None:
+    raise UsageError("--length-penalty applies to beam search only, not to --beam-size 1 "
+                     "(greedy search)")
   sources, references = read_pairs(args.pairs)
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
-  d = run.task.config.data
-  beam = d.beam_size if args.beam_size is None else args.beam_size
-  alpha = d.length_penalty if beam > 1 else 0.0
+  beam, alpha = decoding(run.task.config.data, args.beam_size, args.length_penalty)
   with input_errors():
     scores = run.task.score_pairs(run.params, sources, references, beam_size=beam,
                                   length_penalty=alpha, progress=True)

@@ -107,3 +107,21 @@ def test_bad_names_and_keys_exit_2_with_the_known_ones(capsys, tmp_path):
   # A directory that is not a run: status 1 and a message, no traceback.
   assert main(["evaluate", "--workdir", str(tmp_path)]) == 1
   assert "config.json does not exist" in capsys.readouterr().err
+
+
+def test_the_first_line_says_how_many_steps_and_which_setting_decided(tmp_path, capsys):
+  common = ["train", "toy", "--train.log_every=5", "--train.progress_bar=False"]
+  # The epochs given after the steps win (and the other way round); the first line says which.
+  assert main(common + ["--workdir", str(tmp_path / "a"), "--train.num_steps=3",
+                        "--train.num_epochs=1"]) == 0
+  assert capsys.readouterr().out.splitlines()[0] == (
+      "Training 5 steps: train.num_epochs = 1 epochs of 5 steps (train.num_steps is None)")
+  assert main(common + ["--workdir", str(tmp_path / "b"), "--train.num_epochs=1",
+                        "--train.num_steps=3"]) == 0
+  assert capsys.readouterr().out.splitlines()[0].startswith(
+      "Training 3 steps: train.num_steps = 3 (about 0.6 epochs of 5 steps")
+  # An override the rest of the config leaves idle is a usage error, before anything runs.
+  assert _fails(common + ["--workdir", str(tmp_path / "c"), "--optimizer.momentum=0.9"],
+                capsys).strip().endswith(
+      "--optimizer.momentum has no effect: only sgd uses momentum (optimizer.name = 'adam')")
+  assert not (tmp_path / "c").exists()

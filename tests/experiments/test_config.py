@@ -188,3 +188,44 @@ def test_saved_configs_without_an_added_setting_mean_what_they_meant_then():
                                      ).data == Data("subwords", 977)
   assert config_lib.update_from_dict(cfg, config_lib.to_dict(cfg)).data == cfg.data
   assert "OLD_RUN_VALUES" not in config_lib.to_dict(cfg)["data"]
+
+
+def _with_steps(num_steps):
+  cfg = _config()
+  cfg.train.num_steps = num_steps
+  return cfg
+
+
+@pytest.mark.parametrize("args, steps, epochs", [
+    (["--train.num_epochs", "3"], None, 3),                                  # epochs alone win
+    (["--train.num_steps=9", "--train.num_epochs=3"], None, 3),              # the later wins
+    (["--train.num_epochs=3", "--train.num_steps=9"], 9, 3),
+    (["--train.num_steps", "None"], None, 2),
+    (["--train.batch_size=4"], 6500, 2),                                     # the run's own
+])
+def test_the_later_of_num_epochs_and_num_steps_wins_over_the_named_run(args, steps, epochs):
+  cfg = config_lib.override(_with_steps(6500), args)
+  assert (cfg.train.num_steps, cfg.train.num_epochs) == (steps, epochs)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--optimizer.weight_decay=0.1"], "--optimizer.weight_decay has no effect: only adamw decays "
+     "weights (optimizer.name = 'adam')"),
+    (["--optimizer.momentum", "0.9"], "--optimizer.momentum has no effect: only sgd uses momentum"),
+    (["--optimizer.name=sgd", "--optimizer.b2=0.98"], "--optimizer.b2 has no effect: only adam "
+     "and adamw use it"),
+    (["--optimizer.decay_steps=100"], "--optimizer.decay_steps has no effect: only the cosine "
+     "schedule uses it (optimizer.schedule = 'constant')"),
+])
+def test_an_override_without_effect_is_refused_naming_why(args, message):
+  with pytest.raises(config_lib.ConfigError) as info:
+    config_lib.override(_config(), args)
+  assert message in str(info.value)
+
+
+def test_overrides_that_take_effect_together_are_accepted():
+  cfg = config_lib.override(_config(), ["--optimizer.name=adamw", "--optimizer.weight_decay=0.1",
+                                        "--optimizer.schedule", "cosine",
+                                        "--optimizer.min_lr_ratio=0.1"])
+  assert (cfg.optimizer.weight_decay, cfg.optimizer.min_lr_ratio) == (0.1, 0.1)
+  assert config_lib.ignored_settings(cfg)["optimizer.momentum"]  # not given: no error

@@ -18,6 +18,7 @@ from experiments import metrics_log
 from experiments import runs
 from experiments import trainer
 from experiments.cli import main
+from experiments.couplet import cli as couplet_cli
 from experiments.couplet import form
 from experiments.couplet import metrics
 from experiments.couplet import report
@@ -395,3 +396,19 @@ def test_table_command_refuses_a_count_larger_than_the_split(workdir, capsys):
     table.main(["--workdirs", workdir, "--count", "100000", "--split", "dev"])
   assert exit_info.value.code == 2
   assert "--count 100000: cannot draw 100000 couplets from a split of" in capsys.readouterr().err
+
+
+def test_couplet_command_keeps_spaces_and_lists_unknown_characters_apart(workdir, capsys):
+  assert main(["couplet", "春风 秋月", "hello", "--workdir", workdir]) == 0
+  captured = capsys.readouterr()
+  spaced, unknown = captured.out.splitlines()
+  assert len(spaced) == 5 and spaced[2] == " " and " " not in spaced[:2] + spaced[3:]
+  assert len(unknown) == 5
+  assert "characters outside the vocabulary (read as <unk>): h e l o" in captured.err
+
+
+@pytest.mark.parametrize("upper, line, expected", [
+    ("风 雨", "年岁", "年 岁"), ("hello world", "abcdefghij", "abcde fghij"),
+    ("晚  风", "夜雨", "夜  雨"), ("春风", "秋月", "秋月"), ("a b", "xyz", "x yz")])
+def test_spaced_like_puts_the_upper_lines_spaces_in_place(upper, line, expected):
+  assert couplet_cli.spaced_like(upper, line) == expected

@@ -91,3 +91,18 @@ def test_chinese_tokens_render_with_or_without_a_cjk_font(tmp_path):
     assert not any("CJK" in m for m in messages), messages
   assert not any("Glyph" in m for m in messages), messages  # one warning, not one per glyph
   assert _png(out).shape[0] > 100
+
+
+def test_curves_draw_the_metric_that_selects_the_best_checkpoint_beside_the_loss(tmp_path):
+  path = tmp_path / "metrics.jsonl"
+  records = [{"step": s, "split": split, "loss": 3.0 / s, "bleu": 5.0 + s % 7}
+             for s in (10, 20, 30) for split in ("train", "dev")]
+  path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+  loss_only = _png(plots.plot_curves(str(path), str(tmp_path / "a.png")))
+  with_bleu = _png(plots.plot_curves(str(path), str(tmp_path / "b.png"), best_metric="dev/bleu"))
+  assert with_bleu.shape[1] > 1.8 * loss_only.shape[1]  # loss, then bleu beside it
+  # A best metric that is already drawn (accuracy) adds no panel.
+  source = _metrics_file(tmp_path)
+  default = _png(plots.plot_curves(source, str(tmp_path / "c.png")))
+  marked = _png(plots.plot_curves(source, str(tmp_path / "d.png"), best_metric="dev/accuracy"))
+  assert default.shape == marked.shape and not np.array_equal(default, marked)  # the best star

@@ -440,3 +440,49 @@ def test_extra_eval_and_on_train_end(overfit, tmp_path):
   lines = (tmp_path / task_lib.TEST_TRANSLATIONS_FILE).read_text(encoding="utf-8").splitlines()
   assert len(lines) == 12 and lines[0] == "source\treference\tgreedy\tbeam"
   assert all(os.path.exists(tmp_path / f"attention-{i}.png") for i in range(1, 5))
+
+
+def test_translate_and_evaluate_decode_with_the_runs_beam_unless_told(overfit, workdir, capsys,
+                                                                       tmp_path):
+  task, _, batch, _ = overfit
+  d = task.config.data
+  source = task.data.source_text(batch["src"][0])
+  # No --beam-size: the run's own beam and length penalty, and --num-results 2 gives 2 rows.
+  assert cli.main(["translate", source, "--workdir", workdir, "--tsv", "--num-results", "2"]) == 0
+  captured = capsys.readouterr()
+  assert len(captured.out.splitlines()) == 2
+  assert (f"beam search, beam {d.beam_size}, length penalty {d.length_penalty:g}"
+          in captured.err.splitlines()[0])
+  assert cli.main(["translate", source, "--workdir", workdir, "--beam-size", "1"]) == 0
+  assert "greedy search" in capsys.readouterr().err
+  # A request that cannot be met is refused, not shrunk.
+  assert cli.main(["translate", source, "--workdir", workdir, "--tsv", "--num-results", "3",
+                   "--beam-size", "2"]) == 2
+  assert "--num-results 3 needs a beam of at least 3, got --beam-size 2" in capsys.readouterr().err
+  assert cli.main(["translate", source, "--workdir", workdir, "--beam-size", "1",
+                   "--length-penalty", "1"]) == 2
+  assert "--length-penalty applies to beam search only" in capsys.readouterr().err
+  pairs = tmp_path / "pairs.tsv"
+  pairs.write_text(f"{source}\tx\n", encoding="utf-8")
+  assert cli.main(["evaluate", "--workdir", workdir, "--pairs", str(pairs)]) == 0
+  printed = json.loads(capsys.readouterr().out)
+  assert (printed["beam_size"], printed["length_penalty"]) == (d.beam_size, d.length_penalty)
+  assert cli.main(["evaluate", "--workdir", workdir, "--pairs", str(pairs), "--length-penalty",
+                   "0.2"]) == 0
+  assert json.loads(capsys.readouterr().out)["length_penalty"] == 0.2
+  # A split's evaluation decodes as the run says: a decoding flag there would be ignored.
+  with pytest.raises(SystemExit) as info:
+    cli.main(["evaluate", "--workdir", workdir, "--split", "test", "--beam-size", "2"])
+  assert info.value.code == 2
+  assert "--beam-size apply to --pairs only" in capsys.readouterr().err
+
+
+def test_decoding_commands_help_prints_the_named_runs_beams(capsys):
+  expected = {"translate": "transformer_cpu beam 4, length penalty 0.6",
+              "couplet": "lstm_cpu beam 10, length penalty 0"}
+  for command, named_run in expected.items():
+    with pytest.raises(SystemExit):
+      cli.main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps the epilog
+    assert "uses the run's own data.beam_size and data.length_penalty" in text
+    assert named_run in text
