@@ -58,6 +58,8 @@ class Canonical:
     sha256: digests accepted for a file called `filename` (our shared copy, the upstream file).
     sha1: further accepted SHA-1 digests (where only those are published, e.g. by d2l).
     sample: the file name of the small sample shipped in pipelines/samples/.
+    sizes: the byte sizes of the accepted files (checked before their digest by
+      `pipelines.download`; empty: not recorded).
   """
   filename: str
   url: str
@@ -68,6 +70,7 @@ class Canonical:
   sha1: tuple[str, ...] = ()
   sample: str = ""
   other_markers: tuple[str, ...] = ()
+  sizes: tuple[int, ...] = ()
 
 
 CANONICAL: dict[str, Canonical] = {
@@ -85,6 +88,7 @@ CANONICAL: dict[str, Canonical] = {
         ),
         sha1=("01ada507287d82875905620988597833ad4e0903",),
         sample="imdb_sample.tar.gz",
+        sizes=(56_779_053, 84_125_825),
     ),
     "fra_eng": Canonical(
         filename="fra-eng.zip",
@@ -96,6 +100,7 @@ CANONICAL: dict[str, Canonical] = {
         # The digest d2l publishes for its own download of this file.
         sha1=("94646ad1522d915e7b0f9296181140edcf86a4f5",),
         sample="fra_eng_sample.zip",
+        sizes=(3_336_319,),
     ),
     "couplet": Canonical(
         filename="couplet.tar.gz",
@@ -107,6 +112,7 @@ CANONICAL: dict[str, Canonical] = {
         # upstream couplet.tar.gz needs `verify=False` (`--no-verify`).
         sha256=("99ec84dbd11368a09aab9c1e046f2838ab1c0c7d0feb56a9623163c5d29c9f12",),
         sample="couplet_sample.tar.gz",
+        sizes=(24_230_639,),
     ),
     "question_pairs": Canonical(
         filename="afqmc_public.zip",
@@ -189,8 +195,10 @@ def verify_checksum(path: Path, name: str) -> str:
 
 def _missing_message(name: str, data_dir: Path) -> str:
   canon = CANONICAL[name]
-  return (f"no raw data for {name}: obtain {canon.filename} from {canon.url} and either pass its "
-          f"path as source (--source PATH) or put it at {manual_dir(data_dir) / canon.filename}")
+  return (f"no raw data for {name}: `python -m pipelines download {name}` fetches it into data/ "
+          f"(then train with --data-dir data); or obtain {canon.filename} from {canon.url} and "
+          f"pass its path as source (train --data-dir PATH, prepare --source PATH) or put it at "
+          f"{manual_dir(data_dir) / canon.filename}")
 
 
 def locate_in_folder(name: str, folder: Path) -> Path | None:
