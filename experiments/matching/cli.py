@@ -1,0 +1,134 @@
+"""The matching commands: `predict matching` and `evaluate --pairs` (parsing and printing only).
+
+    python -m experiments predict matching "花呗怎么还款" "怎么还花呗" --workdir runs/matching-esim
+    python -m experiments predict matching --input-file pairs.tsv --workdir RUN > labels.tsv
+    python -m experiments predict matching "花呗怎么还款" "怎么还花呗" --workdir RUN \
+        --heatmap pair.png [--layer -1] [--head 0]
+    python -m experiments evaluate --workdir RUN --pairs labelled.tsv
+
+`predict` writes exactly one line per pair, in input order: `label<TAB>probability`, the label 0
+(different meaning) or 1 (same meaning) as in the data, and the probability of label 1 with four
+decimals. Pairs come as two arguments each (`A B [A B ...]`), or one per line of --input-file or
+standard input as `sentence1<TAB>sentence2` (a third column, such as a label, is ignored); an
+argument holding a TAB is a whole pair too. A question longer than the run reads (data.max_len
+tokens) is cut, with a note on standard error saying how much was read. --heatmap saves, per pair,
+the attention between the two questions (numbered -1, -2, ... for several pairs): the soft
+alignment of decomposable / esim, each question's pooling weights for siamese, and for the
+Transformer the a-to-b block of one layer (--layer, default the last) and one head (--head,
+default the mean over heads) under the [CLS] row.
+
+`evaluate --pairs FILE` scores a run on your own labelled pairs (`sentence1<TAB>sentence2<TAB>label`
+lines, label 0 or 1) and prints JSON: accuracy, F1 of label 1, macro-F1, ROC AUC, the confusion
+matrix and the number of pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from experiments import plots
+from experiments import runs
+from experiments.console import Console
+from experiments.console import UsageError
+from experiments.console import input_errors
+from experiments.matching import metrics as metrics_lib
+from pipelines.tasks.matching import read_pairs_tsv
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """The matching command's own flags (experiments/cli.py gives --heatmap, --input-file ...)."""
+  parser.add_argument("--layer", type=int, default=-1,
+                      help="with --heatmap on a Transformer run: the layer drawn (default -1, the "
+                      "last)")
+  parser.add_argument("--head", type=int, default=None,
+                      help="with --heatmap on a Transformer run: the head drawn (default: the "
+                      "mean over heads)")
+
+
+def _excerpt(text: str, limit: int = 40) -> str:
+  return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def parse_pairs(inputs: list[str], from_file: str | None) -> list[tuple[str, str]]:
+  """The pairs of a predict command's inputs (see the module docstring for the forms).
+
+  Raises:
+    UsageError: a line of a file without a TAB, a TAB-separated input with an empty sentence, an
+      odd number of plain arguments.
+  """
+  tabbed = ["\t" in text for text in inputs]
+  if from_file is not None or any(tabbed):
+    where = "standard input" if from_file in (None, "-") else from_file
+    pairs = []
+    for number, text in enumerate(inputs, start=1):
+      fields = text.split("\t")
+      place = f"line {number} of {where}" if from_file is not None else f"input {number}"
+      if len(fields) < 2:
+        raise UsageError(f"{place} has no TAB: every pair is sentence1<TAB>sentence2, got "
+                         f"{_excerpt(text)}")
+      if not fields[0].strip() or not fields[1].strip():
+        raise UsageError(f"{place} has an empty sentence: {_excerpt(text)}")
+      pairs.append((fields[0], fields[1]))
+    return pairs
+  if len(inputs) % 2:
+    raise UsageError(f"got {len(inputs)} questions: give them two by two (each pair as two "
+                     "arguments), or as sentence1<TAB>sentence2 lines with --input-file")
+  return [(inputs[i], inputs[i + 1]) for i in range(0, len(inputs), 2)]
+
+
+def predict(args: argparse.Namespace, console: Console) -> int:
+  """Classifies the pairs of args.inputs with the run in args.workdir; returns the exit status."""
+  pairs = parse_pairs(list(args.inputs), args.input_file)
+  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="matching")
+  task = run.task
+  limit = task.config.data.max_len
+  with input_errors():
+    for number, pair in enumerate(pairs, start=1):
+      for name, text in zip(("first", "second"), pair):
+        count = len(task.tokenize(text))
+        if count > limit:
+          console.note(f"pair {number}: the {name} question has {count} tokens; the model reads "
+                       f"the first {limit}")
+    predictions = task.predict(run.params, pairs)
+  if args.heatmap is not None and args.head is not None:
+    heads = next(iter(predictions[0].attention.values())).shape
+    if "self_attention" not in predictions[0].attention:
+      raise UsageError("--head applies to Transformer runs only")
+    if not -heads[1] <= args.head < heads[1]:
+      raise UsageError(f"--head must lie in [0, {heads[1]}), got {args.head}")
+  paths = plots.numbered_paths(args.heatmap, len(predictions))
+  for prediction, path in zip(predictions, paths):
+    console.print(f"{prediction.label}\t{prediction.probability:.4f}")
+    unknown = [t for side, flags in zip(prediction.tokens, prediction.unknown)
+               for t, u in zip(side, flags) if u]
+    if unknown:
+      console.note(f"unknown to the vocabulary: {' '.join(unknown[:20])}")
+    if path is not None:
+      if "self_attention" in prediction.attention:
+        layers = prediction.attention["self_attention"].shape[0]
+        if not -layers <= args.layer < layers:
+          raise UsageError(f"--layer must lie in [{-layers}, {layers}), got {args.layer}")
+      task.draw_heatmap(prediction, path, layer=args.layer, head=args.head)
+      console.note(f"heatmap saved to {path}")
+  return 0
+
+
+def evaluate_pairs(args: argparse.Namespace, console: Console) -> int:
+  """`evaluate --pairs FILE`: the metrics of the run on the user's labelled pairs, as JSON."""
+  with input_errors():
+    rows = read_pairs_tsv(args.pairs)
+  unlabelled = [i for i, (_, _, label) in enumerate(rows, start=1) if label is None]
+  if unlabelled:
+    raise UsageError(f"line {unlabelled[0]} of {args.pairs} has no label ({len(unlabelled)} "
+                     "lines without one): evaluate needs sentence1<TAB>sentence2<TAB>label lines")
+  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="matching",
+                      command="evaluate --pairs")
+  labels = [label for _, _, label in rows]
+  with input_errors():
+    prob = run.task.probabilities(run.params, [(a, b) for a, b, _ in rows])
+    scores = metrics_lib.binary_metrics(labels, prob)
+  scores.update(confusion=metrics_lib.confusion(labels, prob), pairs=len(rows),
+                checkpoint=str(args.checkpoint))
+  console.print(json.dumps(scores, indent=2))
+  return 0

@@ -1,0 +1,156 @@
+"""The named runs of the sentence-pair matching experiment: one function per run, returning its Config.
+
+Every run trains from scratch on AFQMC's questions as characters (pipelines.text
+.chinese_chars_tokenize; `--data.tokenizer subword` for SentencePiece pieces), each question cut
+to its first 48 tokens, the vocabulary counted over the training split only. The project's dev and
+test splits are carved from CLUE's train.json (CLUE's dev.json is read as dev where a user has it;
+pipelines/builders/question_pairs.py). Dev is evaluated at every epoch's end; the parameters with
+the best dev accuracy are kept and used for the test figures (results.json names the metric).
+
+    python -m experiments train matching --model esim --data-dir ../shared/data/afqmc \
+        --workdir runs/matching-esim
+
+Without --data-dir a run uses the AFQMC sample shipped with the package. Results (test accuracy,
+positive-class F1, macro-F1, ROC AUC, with the machine and wall time) are in docs/RESULTS.md,
+"Sentence-pair matching".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+import flax.linen as nn
+
+from experiments import config as config_lib
+from experiments.matching import models
+
+
+@dataclasses.dataclass
+class MatchingDataConfig:
+  """How question pairs become batches (options of pipelines.tasks.MatchingData, same names).
+
+  Attributes:
+    max_len: each question keeps its first max_len tokens.
+    boundaries: the padded widths of a question (ascending, the last == max_len); None: max_len/4,
+      /2, 3/4 and max_len. The packed pair [CLS] a [SEP] b [SEP] is 2 * width + 3 wide.
+    tokenizer: 'chars' (one token per Chinese character, ASCII words and numbers whole) or
+      'subword' (a SentencePiece model trained on the training questions).
+    min_freq: characters seen fewer times in the training questions are unknown ('chars').
+    max_size: the most frequent characters kept (None: all with min_freq).
+    subword_vocab_size: the SentencePiece vocabulary size ('subword').
+    pair_order: 'as_given', or 'both': training also sees every pair swapped (b, a).
+    prepared_dir: where prepared datasets are stored (None: $ZOO_DATA_DIR or
+      ~/.cache/attention_zoo).
+  """
+  max_len: int = 48
+  boundaries: tuple[int, ...] | None = None
+  tokenizer: Literal["chars", "subword"] = "chars"
+  min_freq: int = 2
+  max_size: int | None = None
+  subword_vocab_size: int = 4000
+  pair_order: Literal["as_given", "both"] = "as_given"
+  prepared_dir: str | None = None
+
+
+# Every model config has `build(vocab_size, dtype, param_dtype) -> nn.Module`.
+
+
+@dataclasses.dataclass
+class TransformerConfig:
+  """models.PairTransformer: embed_dim, num_layers, num_heads, ffn_hidden, dropout_rate."""
+  embed_dim: int = 128
+  num_layers: int = 2
+  num_heads: int = 4
+  ffn_hidden: int = 256
+  dropout_rate: float = 0.1
+
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any, max_len: int) -> nn.Module:
+    return models.PairTransformer(vocab_size, self.embed_dim, self.num_layers, self.num_heads,
+                                  self.ffn_hidden, self.dropout_rate, max_len=max_len,
+                                  dtype=dtype, param_dtype=param_dtype)
+
+
+@dataclasses.dataclass
+class DecomposableConfig:
+  """models.DecomposableAttention: embed_dim, hidden, dropout_rate."""
+  embed_dim: int = 128
+  hidden: int = 200
+  dropout_rate: float = 0.2
+
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any, max_len: int) -> nn.Module:
+    del max_len  # no positions
+    return models.DecomposableAttention(vocab_size, self.embed_dim, self.hidden,
+                                        self.dropout_rate, dtype, param_dtype)
+
+
+@dataclasses.dataclass
+class ESIMConfig:
+  """models.ESIM: embed_dim, hidden_size (per LSTM direction), dropout_rate."""
+  embed_dim: int = 128
+  hidden_size: int = 128
+  dropout_rate: float = 0.3
+
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any, max_len: int) -> nn.Module:
+    del max_len  # the LSTMs read any length
+    return models.ESIM(vocab_size, self.embed_dim, self.hidden_size, self.dropout_rate, dtype,
+                       param_dtype)
+
+
+@dataclasses.dataclass
+class SiameseConfig:
+  """models.SiameseBiLSTM: embed_dim, hidden_size (per LSTM direction), score, dropout_rate."""
+  embed_dim: int = 128
+  hidden_size: int = 128
+  score: str = "dot"
+  dropout_rate: float = 0.2
+
+  def build(self, vocab_size: int, dtype: Any, param_dtype: Any, max_len: int) -> nn.Module:
+    del max_len
+    return models.SiameseBiLSTM(vocab_size, self.embed_dim, self.hidden_size, self.score,
+                                self.dropout_rate, dtype, param_dtype)
+
+
+def _recipe(model: Any, *, num_epochs: int, learning_rate: float, batch_size: int = 64,
+            warmup_steps: int = 0, schedule: str = "constant",
+            weight_decay: float = 0.0) -> config_lib.Config:
+  """What every run shares: dev accuracy at each epoch's end picks the kept parameters."""
+  return config_lib.Config(
+      train=config_lib.TrainConfig(batch_size=batch_size, num_epochs=num_epochs, log_every=50,
+                                   best_metric="dev/accuracy", best_mode="max"),
+      optimizer=config_lib.OptimizerConfig(
+          name="adamw" if weight_decay else "adam", learning_rate=learning_rate,
+          weight_decay=weight_decay, schedule=schedule, warmup_steps=warmup_steps,
+          grad_clip_norm=1.0),
+      model=model, data=MatchingDataConfig())
+
+
+def transformer() -> config_lib.Config:
+  """The nndl practice's model: a 2-block pre-norm Transformer encoder (D 128, 4 heads, FFN 256)
+  over [CLS] a [SEP] b [SEP] with token, position and segment embeddings, classified from [CLS];
+  AdamW 5e-4 (weight decay 0.01), 500 warmup steps then cosine decay, batch 64, 20 epochs."""
+  return _recipe(TransformerConfig(), num_epochs=20, learning_rate=5e-4, warmup_steps=500,
+                 schedule="cosine", weight_decay=0.01)
+
+
+def decomposable() -> config_lib.Config:
+  """Decomposable attention (Parikh et al., 2016) on characters: E 128, F/G/H of 200 units,
+  dropout 0.2, Adam 5e-4, batch 64, 20 epochs."""
+  return _recipe(DecomposableConfig(), num_epochs=20, learning_rate=5e-4)
+
+
+def esim() -> config_lib.Config:
+  """ESIM (Chen et al., 2017) on characters: E 128, BiLSTMs of 128 per direction, dropout 0.3,
+  Adam 5e-4, batch 64, 8 epochs."""
+  return _recipe(ESIMConfig(), num_epochs=8, learning_rate=5e-4)
+
+
+def siamese() -> config_lib.Config:
+  """The sentiment chapter's BiLSTM (128 per direction) with dot attention pooling, applied to
+  each question; [u; v; |u - v|; u * v] -> 128 ReLU -> dense; Adam 1e-3, batch 64, 10 epochs."""
+  return _recipe(SiameseConfig(), num_epochs=10, learning_rate=1e-3)
+
+
+CONFIGS = {"transformer": transformer, "decomposable": decomposable, "esim": esim,
+           "siamese": siamese}
+DEFAULT_MODEL = "esim"
