@@ -29,9 +29,12 @@ Experiments are found by the registry (experiments/registry.py): this module nam
 What the commands print goes through experiments.console.Console (results on stdout, notes on
 stderr).
 
-Exit status: 0 done; 1 the run failed (NaN loss, checkpoint mismatch, missing data); 2 bad
-arguments; 128 + the signal number when SIGTERM (143) or SIGINT (130) stopped training after saving
-a checkpoint.
+Exit status, the same rule in every command of the project (README, "Exit status"): 0 done; 2 a
+usage or input error, found before any work: bad arguments, a path that does not exist (a
+--workdir that holds no run, a --data-dir without the data), input that cannot be read (an empty
+line, a corrupt archive); 1 a failure while running (NaN loss, a checkpoint of another model, a
+batch size the devices cannot split); 128 + the signal number when SIGTERM (143) or SIGINT (130)
+stopped training after saving a checkpoint.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from experiments.checkpoints import CheckpointMismatchError
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import read_lines
+from pipelines.sources import SourceError
 
 
 def checkpoint_choice(value: str) -> str:
@@ -113,7 +117,8 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
   """The parser of every command, with a predict subcommand and the aliases of each experiment."""
   parser = argparse.ArgumentParser(
       prog="python -m experiments", description="Train and use the attention zoo's experiments.",
-      epilog="Exit status: 0 ok, 1 the run failed, 2 bad arguments, 128+signal when stopped.")
+      epilog="Exit status: 0 ok, 2 a usage or input error (bad arguments, a missing --workdir "
+      "or --data-dir, unreadable input), 1 a failure while running, 128+signal when stopped.")
   parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                       help="import MODULE first (it may register more experiments)")
   commands = parser.add_subparsers(dest="command", required=True)
@@ -244,7 +249,9 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
     workdir_lib.check_experiment(args.workdir, args.experiment, command)
     args.inputs = read_inputs(args)
     return int(exp.predict(args, console) or 0)
-  except UsageError as e:
+  except (UsageError, SourceError, FileNotFoundError) as e:
+    # Input errors: a path the command names that does not exist (a --workdir without a run, a
+    # --data-dir without the data) or input data that cannot be read.
     console.error(str(e))
     return 2
   except (trainer.NonFiniteLossError, CheckpointMismatchError, ValueError, FileNotFoundError,

@@ -130,7 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.error(f"--limit must be at least 1, got {args.limit}")
   forms = (named_forms(args.forms) if args.forms
            else report_forms(args.force_punct, args.no_copy, args.keep_pattern))
-  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
+  try:
+    run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
+  except FileNotFoundError as e:  # a directory that holds no run: an input error, status 2
+    parser.error(str(e))
   task, params = run.task, run.params
   report = {"workdir": os.path.abspath(args.workdir), "model": task.config.model_name,
             "checkpoint": args.checkpoint, "step": run.step,

@@ -104,8 +104,9 @@ def _print_table(args: argparse.Namespace, console: Console) -> int:
       raise UsageError(f"{workdir} holds another {args.split} split than {args.workdirs[0]} "
                        "(prepared from other data or options); compare runs of the same data")
     names.append(run.task.config.model_name or os.path.basename(os.path.normpath(workdir)))
-    columns.append([g.lines[0] for g in run.task.generate(run.params, uppers, options=options,
-                                                           progress=True)])
+    columns.append([g.lines[0] for g in run.task.generate(
+        run.params, uppers, options=options, length_penalty=args.length_penalty,
+        progress=True)])
   table = markdown_table(uppers, references, dict(zip(_column_names(args.workdirs, names),
                                                       columns)))
   console.note(f"{args.count} {args.split} couplets drawn with seed {args.seed} "

@@ -104,8 +104,8 @@ def test_bad_names_and_keys_exit_2_with_the_known_ones(capsys, tmp_path):
   assert "invalid choice: 'nope'" in _fails(["predict", "nope", "text"], capsys)
   assert "argument --checkpoint: expected best, latest or a step number, got 'first'" in _fails(
       ["evaluate", "--workdir", str(tmp_path), "--checkpoint", "first"], capsys)
-  # A directory that is not a run: status 1 and a message, no traceback.
-  assert main(["evaluate", "--workdir", str(tmp_path)]) == 1
+  # A directory that is not a run: an input error, status 2 and a message, no traceback.
+  assert main(["evaluate", "--workdir", str(tmp_path)]) == 2
   assert "config.json does not exist" in capsys.readouterr().err
 
 

@@ -470,9 +470,9 @@ CLI_CASES = [
          "test_best_checkpoints_of_another_metric_are_refused_naming_both"),
     Case("cli-evaluate-a-folder-that-is-not-a-run",
          lambda env: _cli(["evaluate", "--workdir", env.tmp]),
-         check=_fails_with(1, "config.json does not exist: is")),
+         check=_fails_with(2, "config.json does not exist: is")),  # an input error (#34)
     Case("cli-data-dir-that-does-not-exist", _train_with_missing_data,
-         check=_fails_with(1, "no-such-imdb does not exist", untouched=True)),
+         check=_fails_with(2, "no-such-imdb does not exist", untouched=True)),
     Case("cli-batch-the-devices-cannot-split",
          lambda env: _train_toy(env, "--train.batch_size=10"),
          check=_fails_with(1, "train.batch_size = 10 must be a multiple of the number of devices "
