@@ -38,8 +38,11 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import os
-from typing import Any, Callable
+import sys
+import time
+from typing import Any, Callable, Iterator
 
 import jax
 import orbax.checkpoint as ocp
@@ -215,6 +218,42 @@ def _committed_steps(directory: str) -> list[int]:
   return sorted(int(name) for name in names if name.isdigit())
 
 
+class _OrbaxErrorFilter(logging.Filter):
+  """Drops Orbax's own error logs (each a full traceback, several per failed save): every such
+  failure reaches the caller as an exception, reported once (CheckpointSaveError,
+  CheckpointDamagedError)."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return not (record.levelno >= logging.ERROR and
+                f"{os.sep}orbax{os.sep}" in (record.pathname or ""))
+
+
+_ORBAX_ERRORS = _OrbaxErrorFilter()
+_MUTE_S = 0.5  # how long the writes of a failed save are given to fail
+
+
+@contextlib.contextmanager
+def _muted_stderr(active: bool) -> Iterator[None]:
+  """After a failed save, its other writes still fail one by one in TensorStore's threads, whose
+  callbacks find Orbax's event loop closed and print a traceback each straight to file descriptor
+  2 (a dozen for one full disk). While active, descriptor 2 goes to /dev/null until they are
+  done; the failure itself is reported once, by the CheckpointSaveError."""
+  if not active:
+    yield
+    return
+  sys.stderr.flush()
+  saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+  os.dup2(devnull, 2)
+  try:
+    yield
+    time.sleep(_MUTE_S)
+  finally:
+    sys.stderr.flush()
+    os.dup2(saved, 2)
+    os.close(saved)
+    os.close(devnull)
+
+
 def _first_line(error: BaseException, limit: int = 300) -> str:
   text = str(error).strip().splitlines()
   line = text[0] if text else type(error).__name__
@@ -300,6 +339,7 @@ class Checkpoints:
     self.workdir = os.path.abspath(workdir)
     self.best_metric, self.best_mode = best_metric, best_mode
     self.asynchronous = asynchronous
+    logging.getLogger("absl").addFilter(_ORBAX_ERRORS)  # once: a filter is added only once
     # The step each manager is saving: its manifest is written into that step's temporary folder.
     self._saving: dict[str, int | None] = {LATEST_DIR: None, BEST_DIR: None}
     # Orbax saves in a background thread in both modes (its hook that runs just before the commit
@@ -324,6 +364,7 @@ class Checkpoints:
             multiprocessing_options=_barriers_named(BEST_DIR)))
     self._best_metric_checked = False
     self.unverified: list[str] = []  # checkpoints loaded without checksums to check (old ones)
+    self._failed = False  # a save failed (CheckpointSaveError was raised)
 
   def _async_options(self, kind: str) -> ocp.AsyncOptions:
     """Orbax's hook that runs in process 0 once every process has written its part of a save and
@@ -466,6 +507,7 @@ class Checkpoints:
         raise self._save_error(kind, e) from None
 
   def _save_error(self, kind: str, error: BaseException) -> CheckpointSaveError:
+    self._failed = True
     step = self._saving[kind]
     what = (f"the {'best ' if kind == BEST_DIR else ''}checkpoint of step {step} "
             f"({self.folder(kind, step)})" if step is not None else f"a checkpoint in "
@@ -661,9 +703,10 @@ class Checkpoints:
   def close(self, quiet: bool = False) -> None:
     """Waits for the saves in flight and closes the managers; `quiet` (when an error is already on
     its way out) swallows a failed save's error instead of raising it a second time."""
-    for manager in (self.latest, self.best):
-      try:
-        manager.close()
-      except Exception:  # pylint: disable=broad-except
-        if not quiet:
-          raise
+    with _muted_stderr(quiet and self._failed):
+      for manager in (self.latest, self.best):
+        try:
+          manager.close()
+        except Exception:  # pylint: disable=broad-except
+          if not quiet:
+            raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import sys
 from typing import Callable, Iterator, Sequence, TextIO
 
@@ -71,6 +72,28 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
   return f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
+def cut_notice(number: int, text: str, used: int, total: int, unit: str, setting: str) -> str:
+  """The note every experiment writes for an input longer than its model reads.
+
+  The rule (one for every experiment's predict command): such an input is cut to its first
+  `used` units (words, tokens, characters) and run; this note on standard error says which input,
+  how much of it was used and which setting limits it, quoting no more than `excerpt` does.
+  """
+  return (f"note: input {number} ({excerpt(text)}) has {total:,} {unit}; this run reads the "
+          f"first {used:,} ({setting}), the rest was not used")
+
+
+_LONG_QUOTE = re.compile(r"'(?:[^'\\]|\\.){%d,}'" % (EXCERPT_CHARS + 1) + "|" +
+                         r'"(?:[^"\\]|\\.){%d,}"' % (EXCERPT_CHARS + 1))
+
+
+def shorten_quotes(message: str) -> str:
+  """`message` with every quoted string longer than EXCERPT_CHARS cut to an excerpt, so that an
+  error about an input never repeats a whole long input."""
+  return _LONG_QUOTE.sub(lambda m: f"{m.group(0)[:EXCERPT_CHARS + 1]}{m.group(0)[0]}... "
+                         f"({len(m.group(0)) - 2:,} characters)", message)
+
+
 def decode_lines(data: bytes, name: str) -> list[str]:
   """The lines of a file's bytes decoded as UTF-8 (a leading byte-order mark dropped).
 
@@ -119,13 +142,14 @@ def read_lines(path: str, stdin: TextIO | None = None) -> list[str]:
 @contextlib.contextmanager
 def input_errors() -> Iterator[None]:
   """Turns a ValueError raised inside the block by the user's input (an empty text, a line too
-  long for the model) into a UsageError, so the command exits with status 2 and the message."""
+  long for the model) into a UsageError, so the command exits with status 2 and the message (its
+  quoted inputs cut to an excerpt: `shorten_quotes`)."""
   try:
     yield
-  except UsageError:
-    raise
+  except UsageError as e:
+    raise UsageError(shorten_quotes(str(e))) from None
   except ValueError as e:
-    raise UsageError(str(e)) from None
+    raise UsageError(shorten_quotes(str(e))) from None
 
 
 def run_command(parser: argparse.ArgumentParser,

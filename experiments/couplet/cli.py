@@ -30,9 +30,11 @@ from experiments import plots
 from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
+from experiments.console import cut_notice
 from experiments.console import input_errors
 from experiments.couplet.configs import CONFIGS
 from experiments.couplet.form import FormOptions
+from pipelines import text as text_lib
 from experiments.seq2seq import configs as seq2seq_configs
 
 
@@ -76,13 +78,34 @@ def spaced_like(upper: str, line: str) -> str:
   return "".join(out) + "".join(chars)
 
 
+def first_characters(upper: str, count: int) -> str:
+  """The beginning of `upper` that holds its first `count` characters (spaces do not count)."""
+  seen = 0
+  for end, char in enumerate(upper):
+    if not char.isspace():
+      if seen == count:
+        return upper[:end]
+      seen += 1
+  return upper
+
+
 def predict(args: argparse.Namespace, console: Console) -> int:
   """Generates lower lines for args.inputs with the run in args.workdir; returns the exit status."""
   if args.num_results < 1 or (args.beam_size is not None and args.beam_size < 1):
     raise UsageError(f"--num-results and --beam-size must be at least 1, got {args.num_results} "
                      f"and {args.beam_size}")
-  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
-  with input_errors():  # an empty or too long upper line
+  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="couplet",
+                      command="couplet")
+  most = run.task.config.data.max_len - 1  # the characters the model reads (then eos)
+  uppers = []
+  for number, upper in enumerate(args.inputs, start=1):
+    total = len(text_lib.couplet_tokenize(upper))
+    if total > most:  # cut, with a note, as every experiment does with a too long input
+      console.note(cut_notice(number, upper, most, total, "characters", "data.max_len - 1"))
+      upper = first_characters(upper, most)
+    uppers.append(upper)
+  args.inputs = uppers
+  with input_errors():  # an empty upper line
     generations = run.task.generate(run.params, list(args.inputs), num_results=args.num_results,
                                     beam_size=args.beam_size, options=form_options(args),
                                     length_penalty=args.length_penalty, progress=True)

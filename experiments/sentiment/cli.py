@@ -6,7 +6,8 @@ Loads a trained run (runs.load_run: its config, the vocabularies saved beside it
 the best or latest parameters), classifies each text and prints the label, its probability and
 the text, tab-separated, then the attention weight of every word (weights sum to 1 over the
 words). With --heatmap the attention is saved as a PNG; with several texts the files are numbered
-(out-1.png, out-2.png, ...).
+(out-1.png, out-2.png, ...). A review longer than the run reads (data.max_len words) is classified
+by its first data.max_len words, with a note on standard error saying so.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from experiments import plots
 from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
+from experiments.console import cut_notice
 from experiments.console import input_errors
 from experiments.sentiment.task import Prediction
 from pipelines import datasets
+from pipelines import text as text_lib
 from pipelines.tasks import read_records
 
 
@@ -60,9 +63,14 @@ def format_prediction(prediction: Prediction) -> list[str]:
 
 def predict(args: argparse.Namespace, console: Console) -> int:
   """Classifies args.inputs with the run in args.workdir; returns the exit status."""
-  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
+  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="sentiment")
   with input_errors():  # a text with no words
     predictions = run.task.predict(run.params, list(args.inputs))
+  for number, (text, prediction) in enumerate(zip(args.inputs, predictions), start=1):
+    total = len(text_lib.imdb_tokenize(text))
+    if total > len(prediction.words):
+      console.note(cut_notice(number, text, len(prediction.words), total, "words",
+                              "data.max_len"))
   console.note(f"# {run.config.model_name} from {args.workdir} ({args.checkpoint} checkpoint, "
                f"step {run.step}): label, probability, text; then the attention weight per word")
   paths = plots.numbered_paths(args.heatmap, len(predictions))

@@ -34,7 +34,9 @@ from experiments import plots
 from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
+from experiments.console import cut_notice
 from experiments.console import input_errors
+from experiments.console import read_lines
 from experiments.seq2seq import configs as seq2seq_configs
 from experiments.translation.configs import CONFIGS
 
@@ -64,8 +66,14 @@ def predict(args: argparse.Namespace, console: Console) -> int:
   if args.beam_size == 1 and args.length_penalty is not None:
     raise UsageError("--length-penalty applies to beam search only, not to --beam-size 1 "
                      "(greedy search)")
-  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
+  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="translation",
+                      command="translate")
   task = run.task
+  most = task.config.data.max_src_len - 1  # the source's tokens the model reads (then eos)
+  for number, text in enumerate(args.inputs, start=1):
+    total = len(task.text.tokenize(text))
+    if total > most:
+      console.note(cut_notice(number, text, most, total, "tokens", "data.max_src_len - 1"))
   beam, alpha = decoding(task.config.data, args.beam_size, args.length_penalty, args.num_results)
   num_results = args.num_results
   search = ("greedy search" if beam == 1 else
@@ -111,11 +119,7 @@ def read_pairs(path: str) -> tuple[list[str], list[str]]:
     UsageError: a line without exactly two tab-separated fields, or with an empty one (naming
       the line), or a file with no pairs.
   """
-  try:
-    with open(path, encoding="utf-8") as f:
-      lines = f.read().splitlines()
-  except (OSError, UnicodeDecodeError) as e:
-    raise UsageError(f"cannot read the pairs file {path}: {e}") from None
+  lines = read_lines(path)  # UsageError naming the file and line when it is not UTF-8 text
   sources, references = [], []
   for number, line in enumerate(lines, start=1):
     fields = line.split("\t")
@@ -140,7 +144,8 @@ def evaluate_pairs(args: argparse.Namespace, console: Console) -> int:
     raise UsageError("--length-penalty applies to beam search only, not to --beam-size 1 "
                      "(greedy search)")
   sources, references = read_pairs(args.pairs)
-  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
+  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="translation",
+                      command="evaluate --pairs")
   beam, alpha = decoding(run.task.config.data, args.beam_size, args.length_penalty)
   with input_errors():
     scores = run.task.score_pairs(run.params, sources, references, beam_size=beam,

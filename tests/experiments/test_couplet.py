@@ -158,8 +158,16 @@ def test_couplet_command_prints_beams_of_the_upper_lines_length(workdir, capsys,
   assert [len(line) for line in out] == [2, 5]  # one lower line per upper line
   assert os.path.exists(str(tmp_path / "attention-1.png"))
 
-  assert main(["couplet", "一二三四五六七八九十", "--workdir", workdir]) == 2  # max_len 10
-  assert "at most 9" in capsys.readouterr().err
+  # Longer than the run reads (max_len 10: 9 characters and eos): cut, with a note, as every
+  # experiment does; the note quotes an excerpt of the line, never the whole of a long one.
+  assert main(["couplet", "一二三四五六七八九十", "--workdir", workdir]) == 0
+  captured = capsys.readouterr()
+  assert [len(line) for line in captured.out.splitlines()] == [9]
+  assert ("note: input 1 ('一二三四五六七八九十') has 10 characters; this run reads the first 9 "
+          "(data.max_len - 1), the rest was not used") in captured.err
+  assert main(["couplet", "一" * 5000, "--workdir", workdir]) == 0
+  note = [line for line in capsys.readouterr().err.splitlines() if "input 1" in line][0]
+  assert "... (5,000 characters)) has 5,000 characters" in note and len(note) < 250
 
 
 # Upper lines of the shipped sample, cut to the 9 characters this run reads, with marks at 1, 3, 4.
