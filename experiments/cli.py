@@ -11,11 +11,12 @@
   evaluate --workdir DIR [--split test] [--checkpoint best|latest|STEP] [--data-dir PATH]
       Evaluates a trained run and prints its metrics (and the signatures of those that have one)
       as JSON (STEP: one of the kept checkpoints, e.g. each epoch's end of a short run).
-  evaluate --workdir DIR --pairs FILE [--beam-size N] [--checkpoint best|latest|STEP]
+  evaluate --workdir DIR --pairs FILE [--beam-size N] [--length-penalty A]
+           [--checkpoint best|latest|STEP]
       Scores a trained run on your own examples instead of a split, for the experiments that
       take them (translation: a TSV of English<TAB>French pairs), and prints the scores as JSON.
   predict <experiment> [INPUT ...] [--input-file PATH] [--workdir DIR] [--heatmap PNG]
-          [--beam-size N] [--num-results N]
+          [--beam-size N] [--num-results N]    (the last two: experiments that decode)
       Runs a trained model on the inputs: the INPUT arguments, or one per line of --input-file
       ('-': standard input), or the lines piped into standard input (each experiment's cli.py
       says what it prints).
@@ -80,8 +81,14 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
                       "the run did not save its vocabularies)")
   parser.add_argument("--heatmap", metavar="PNG", help="also save the attention heatmap here "
                       "(numbered -1, -2, ... for several inputs)")
-  parser.add_argument("--beam-size", type=int, help="beam width for decoding experiments "
-                      "(default: the run's own data.beam_size; 1: greedy search)")
+
+
+def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
+  """--beam-size and --num-results, for the predict commands of the experiments that decode with
+  a search (translation, couplet), which call this from their own add_arguments: a classifier's
+  command does not offer flags it would ignore."""
+  parser.add_argument("--beam-size", type=int, help="beam width (default: the run's own "
+                      "data.beam_size; 1: greedy search)")
   parser.add_argument("--num-results", type=int, default=1, help="how many results per input")
 
 
@@ -225,6 +232,9 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
       exp = registry.get_experiment(args.experiment)
       if args.workdir is None:
         args.workdir = runs.default_workdir(exp.config(args.model))
+      elif args.model is not None:  # it would be ignored: the run in --workdir names its model
+        raise ValueError("--model only chooses the default --workdir (runs/<experiment>-<model>); "
+                         "with --workdir the run's own model is used: leave --model out")
   except ValueError as e:
     parser.error(str(e))
 

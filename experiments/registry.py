@@ -45,8 +45,9 @@ class Experiment:
     configs: model name -> function returning that named run's Config.
     default_model: the model trained when the command line gives no --model.
     predict: optional `predict(args, console) -> int` for `python -m experiments predict <name>`:
-      args is the argparse.Namespace (inputs, workdir, checkpoint, data_dir, heatmap, beam_size,
-      num_results and the experiment's own flags), console the experiments.console.Console that
+      args is the argparse.Namespace (inputs, workdir, checkpoint, data_dir, heatmap and the
+      experiment's own flags; beam_size and num_results where its add_predict_arguments calls
+      experiments.cli.add_decoding_arguments), console the experiments.console.Console that
       everything it prints goes through; it returns the exit status.
     add_predict_arguments: optional function adding the experiment's own flags to its predict
       parser.

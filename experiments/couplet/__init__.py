@@ -20,7 +20,7 @@ from experiments.couplet.task import Generation
 
 EXPERIMENT = registry.register(registry.Experiment(
     name="couplet", make_task=CoupletTask, configs=CONFIGS, default_model=DEFAULT_MODEL,
-    predict=cli.predict, add_predict_arguments=cli.add_arguments, aliases=("couplet",),
+    predict=cli.predict, add_predict_arguments=cli.add_predict_arguments, aliases=("couplet",),
     description="Chinese couplets: Luong LSTM seq2seq with input feeding, or a Transformer; "
                 "beam search that keeps the form (length; optionally punctuation, no copies)"),
     replace=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 
+from experiments import cli as engine_cli
 from experiments import plots
 from experiments import runs
 from experiments.console import Console
@@ -54,6 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="GNMT length penalty alpha of the beam search (default: the run's "
                       "data.length_penalty)")
   parser.epilog = seq2seq_configs.decoding_defaults(CONFIGS)
+
+
+def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
+  """The couplet command's flags: the beam and the number of results, then `add_arguments`."""
+  engine_cli.add_decoding_arguments(parser)
+  add_arguments(parser)
 
 
 def form_options(args: argparse.Namespace) -> FormOptions:

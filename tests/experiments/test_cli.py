@@ -125,3 +125,12 @@ def test_the_first_line_says_how_many_steps_and_which_setting_decided(tmp_path, 
                 capsys).strip().endswith(
       "--optimizer.momentum has no effect: only sgd uses momentum (optimizer.name = 'adam')")
   assert not (tmp_path / "c").exists()
+
+
+def test_predict_offers_no_flag_it_would_ignore(tmp_path, capsys):
+  # The toy classifier does not decode: no --beam-size or --num-results to be silently ignored.
+  assert "unrecognized arguments: --beam-size 4" in _fails(
+      ["predict", "toy", "1 2", "--workdir", str(tmp_path), "--beam-size", "4"], capsys)
+  # --model only picks the default --workdir; beside --workdir it would be ignored.
+  assert "--model only chooses the default --workdir" in _fails(
+      ["predict", "toy", "1 2", "--workdir", str(tmp_path), "--model", "wide"], capsys)
