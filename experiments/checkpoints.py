@@ -40,6 +40,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 import time
 from typing import Any, Callable, Iterator
@@ -252,6 +253,19 @@ def _muted_stderr(active: bool) -> Iterator[None]:
     os.dup2(saved, 2)
     os.close(saved)
     os.close(devnull)
+
+
+def _cause(error: BaseException) -> str:
+  """A failed save's cause in a few words: TensorStore's long message reduced to the file it was
+  writing and the operating system's error, else the error's first line."""
+  text = str(error)
+  code = re.search(r"os_error_code='?(\d+)", text)
+  if code is None:
+    return _first_line(error)
+  number = int(code.group(1))
+  path = re.search(r'Failed writing: "([^"]+)"', text) or re.search(r'"(/[^"]+)"', text)
+  where = f" writing {path.group(1)}" if path else ""
+  return f"{os.strerror(number)} (errno {number}){where}"
 
 
 def _first_line(error: BaseException, limit: int = 300) -> str:
@@ -518,7 +532,7 @@ class Checkpoints:
               f"{os.path.join(self.workdir, LATEST_DIR)}" if committed else
               "no complete checkpoint had been written")
     return CheckpointSaveError(
-        f"saving {what} failed: {_first_line(error)}. Training stopped; {newest}. Fix the cause "
+        f"saving {what} failed: {_cause(error)}. Training stopped; {newest}. Fix the cause "
         "(free disk space, permissions) and run the same command again to resume from it")
 
   # -- latest --------------------------------------------------------------------------------------

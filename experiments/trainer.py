@@ -131,13 +131,15 @@ class DivergenceGuard:
 
   The rule: the mean training objective over a logging interval (or over the steps of one so far,
   checked before every dev evaluation and checkpoint) must not exceed
-  `max(factor * lowest, first)`, where `lowest` is the lowest interval mean logged so far and
-  `first` the first interval's mean. A loss ten times (the default `train.divergence_factor`) its
-  best level that is also worse than where training started has undone what was learned: Adam at
-  learning rate 1e6 takes the toy's loss from 0.7 to about 1e7. The project's recorded runs stay
-  far below it (docs/RELIABILITY.md: at most 2.2 times the lowest, never above the first). The
-  first interval is never judged, nor any while the lowest is not positive. Its state goes into
-  every checkpoint, so a resumed run judges as the uninterrupted one would.
+  `max(factor * lowest, first)`, where `first` is the objective of the run's first step (the
+  untrained model) and `lowest` the lowest of it and of every interval mean logged since. A loss
+  ten times (the default `train.divergence_factor`) its best level that is also worse than where
+  training started has undone what was learned: Adam at learning rate 1e6 takes the toy's loss
+  from 0.7 to 1e18 within two steps. The project's recorded runs stay far below the limit
+  (docs/RELIABILITY.md: at most 2.2 times the lowest, never above the first). Nothing is judged
+  while the lowest is not positive. The state goes into every checkpoint, so a resumed run judges
+  as the uninterrupted one would; resumed from a checkpoint written without it, `first` is the
+  first step after the resume.
 
   Args:
     factor: train.divergence_factor (None turns the guard off).
@@ -155,15 +157,15 @@ class DivergenceGuard:
     return max(self.factor * self.lowest, self.first)
 
   def rule(self) -> str:
-    return (f"the larger of train.divergence_factor {self.factor:g} times its lowest interval mean "
-            f"so far, {self.lowest:.4g}, and its first interval mean, {self.first:.4g}")
+    return (f"the larger of train.divergence_factor {self.factor:g} times its lowest level so far, "
+            f"{self.lowest:.4g}, and the first step's, {self.first:.4g}")
 
   def exceeded(self, mean: float) -> bool:
     limit = self.limit()
     return limit is not None and math.isfinite(mean) and mean > limit
 
   def update(self, mean: float) -> None:
-    """Takes a logged interval's mean into the running level."""
+    """Takes the first step's objective, then each logged interval's mean, into the level."""
     if not math.isfinite(mean):
       return
     if self.first is None:
@@ -528,7 +530,7 @@ def _train(task: Task, config: Config, workdir: str, *,
       raise NonFiniteLossError(bad, float(jax.device_get(acc["bad_value"])), kept_step,
                                os.path.join(workdir, "checkpoints"), verdict=verdict,
                                advice=advice_for(bad))
-    if guard.limit() is None or step < interval_start:
+    if guard.limit() is None:
       return
     if mean is None:
       mean = steps.means({"objective": acc["metrics"]["objective"]})["objective"]
@@ -558,6 +560,8 @@ def _train(task: Task, config: Config, workdir: str, *,
         state, acc = loop_step(state, acc, batch)
         step += 1
         ckpts.check_for_errors()  # a save that failed in the background stops the run here
+        if guard.first is None:  # the untrained model's loss: the guard's reference (once)
+          guard.update(steps.means({"objective": acc["metrics"]["objective"]})["objective"])
         bar.update(1)
         stopping = agree_to_stop(stop.received)
         epoch_end = step % steps_per_epoch == 0
