@@ -352,3 +352,24 @@ def test_messages_quote_long_inputs_as_excerpts():
   assert console_lib.cut_notice(2, long, 256, 20_000, "words", "data.max_len") == (
       f"note: input 2 ({long[:60]!r}... (100,000 characters)) has 20,000 words; this run reads "
       "the first 256 (data.max_len), the rest was not used")
+
+
+def test_a_damaged_best_checkpoint_is_set_aside_when_training_resumes(tmp_path, capsys):
+  workdir = str(tmp_path)
+  _stopped_run(workdir)
+  best = os.path.join(workdir, BEST_DIR, "10")
+  cut = damage_matrix.data_file(best)
+  size = os.path.getsize(cut)
+  damage_matrix.damage(best, "data-file-cut")
+  capsys.readouterr()
+  assert main(_argv(workdir)) == 0
+  out = capsys.readouterr().out.splitlines()
+  where = os.path.join(workdir, "set_aside", "best-10")
+  assert [line for line in out if line.startswith("Best checkpoint ")] == [
+      f"Best checkpoint {best} is damaged ({os.path.relpath(cut, best)} has {size // 2} bytes, "
+      f"{size} were saved): set aside as {where}; the best is chosen again from the evaluations "
+      "from now on"]
+  assert any(line.startswith(f"Resuming {workdir} from step 11") for line in out)
+  # The best is chosen again from the evaluations after the resume (steps 15 and 20).
+  with open(os.path.join(workdir, "results.json"), encoding="utf-8") as f:
+    assert json.load(f)["best"]["step"] in (15, 20)
