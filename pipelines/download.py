@@ -111,7 +111,6 @@ def fetch(name: str, to: str | os.PathLike, *, verify: bool = True,
       return path, "already there"
     except DownloadError:
       path.unlink()  # a bad earlier file: fetch it again
-  path.parent.mkdir(parents=True, exist_ok=True)
   part = path.with_name(path.name + ".part")
   offset = part.stat().st_size if part.is_file() else 0
   response = _get(name, url, offset)
@@ -122,6 +121,7 @@ def fetch(name: str, to: str | os.PathLike, *, verify: bool = True,
       raise DownloadError(f"{name}: {url} answered HTTP {response.status_code} "
                           f"{response.reason or ''}".rstrip())
     resumed = response is not None and response.status_code == 206
+    path.parent.mkdir(parents=True, exist_ok=True)  # only once there is something to write
     if response is not None:
       if not resumed:
         offset = 0  # the server sent the whole file

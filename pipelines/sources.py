@@ -257,7 +257,8 @@ def resolve(name: str, source: str | os.PathLike | None, *, data_dir: str | os.P
       if found is None:
         raise SourceError(
             f"{path} holds neither the extracted {name} layout (no {canon.marker}) nor "
-            f"{canon.filename} (looked in {path} and {path / canon.subdir})")
+            f"{canon.filename} (looked in {path} and {path / canon.subdir}); `python -m "
+            f"pipelines download {name} --to {path}` puts it there")
       path = found
   else:
     path = manual_dir(data_dir) / canon.filename

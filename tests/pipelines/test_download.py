@@ -141,6 +141,7 @@ def test_a_bad_download_is_one_clear_line_and_leaves_no_file(fault, message, ser
   expected = message.format(cut=len(sample) // 2, size=len(sample), url=url.replace(".", r"\."))
   assert err[0].startswith(f"error: couplet: {url}") and re.search(expected, err[0]), err[0]
   assert not any(p.is_file() for p in tmp_path.rglob("*"))
+  assert fault != "missing" or not any(tmp_path.iterdir())  # no folder before there is data
 
 
 def test_a_cut_download_resumes_where_it_stopped(server, monkeypatch, capsys, tmp_path):
@@ -188,6 +189,7 @@ def test_an_unreachable_host_is_one_line(monkeypatch, capsys, tmp_path):
   assert (status, out) == (1, [])
   assert err == ["error: fra_eng: cannot reach http://127.0.0.1:9/fra-eng.zip (ConnectionError; "
                  "offline?)"]
+  assert not any(tmp_path.iterdir())
 
 
 def test_targets_follow_the_canonical_sub_folders():
