@@ -13,4 +13,4 @@ xdist=()
 if [ "$workers" != 0 ]; then
   xdist=(-n "$workers" --dist worksteal)
 fi
-exec .venv/bin/python -m pytest "${xdist[@]}" --durations=15 "$@"
+exec .venv/bin/python -m pytest ${xdist[@]+"${xdist[@]}"} --durations=15 "$@"
