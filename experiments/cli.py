@@ -120,6 +120,25 @@ def read_inputs(args: argparse.Namespace, stdin: TextIO | None = None) -> list[s
   return lines
 
 
+def _pairs_decoding_defaults(experiments: dict[str, registry.Experiment]) -> str | None:
+  """For `evaluate --help`: the beam and length penalty each named run of the experiments that
+  take --pairs decodes with when the flags are left out (its data.beam_size, data.length_penalty)."""
+  named = []
+  for name, exp in sorted(experiments.items()):
+    if exp.evaluate_pairs is None:
+      continue
+    for model, make in exp.configs.items():
+      data = make().data
+      if hasattr(data, "beam_size") and hasattr(data, "length_penalty"):
+        named.append(f"{name} {model} beam {data.beam_size}, length penalty "
+                     f"{data.length_penalty:g}")
+  if not named:
+    return None
+  return ("With --pairs, decoding uses the run's own data.beam_size and data.length_penalty "
+          "unless --beam-size / --length-penalty say otherwise; the named runs': "
+          + "; ".join(named) + ".")
+
+
 def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.ArgumentParser:
   """The parser of every command, with a predict subcommand and the aliases of each experiment."""
   parser = argparse.ArgumentParser(
@@ -143,7 +162,8 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
   train.add_argument("--show-config", action="store_true", help="print the settings and exit")
   distributed.add_arguments(train)
 
-  evaluate = commands.add_parser("evaluate", help="evaluate a trained run")
+  evaluate = commands.add_parser("evaluate", help="evaluate a trained run",
+                                 epilog=_pairs_decoding_defaults(experiments))
   evaluate.add_argument("--workdir", required=True)
   evaluate.add_argument("--split", default="test", choices=("dev", "test"))
   evaluate.add_argument("--checkpoint", type=checkpoint_choice, default="best",

@@ -479,7 +479,8 @@ def test_translate_and_evaluate_decode_with_the_runs_beam_unless_told(overfit, w
 
 def test_decoding_commands_help_prints_the_named_runs_beams(capsys):
   expected = {"translate": "transformer_cpu beam 4, length penalty 0.6",
-              "couplet": "lstm_cpu beam 10, length penalty 0"}
+              "couplet": "lstm_cpu beam 10, length penalty 0",
+              "evaluate": "translation transformer_cpu beam 4, length penalty 0.6"}
   for command, named_run in expected.items():
     with pytest.raises(SystemExit):
       cli.main([command, "--help"])
