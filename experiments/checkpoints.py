@@ -42,6 +42,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from typing import Any, Callable, Iterator
 
@@ -231,6 +232,23 @@ class _OrbaxErrorFilter(logging.Filter):
 
 _ORBAX_ERRORS = _OrbaxErrorFilter()
 _MUTE_S = 0.5  # how long the writes of a failed save are given to fail
+
+
+class _MainThreadOnly:
+  """sys.stderr once a save has failed: what other threads write is dropped. The failed save's
+  remaining TensorStore writes fail later, in their own threads, each printing a traceback of
+  Orbax's closed event loop; the main thread's lines (the error) still go out."""
+
+  def __init__(self, stream):
+    self._stream = stream
+
+  def write(self, text: str) -> int:
+    if threading.current_thread() is threading.main_thread():
+      return self._stream.write(text)
+    return len(text)
+
+  def __getattr__(self, name: str):
+    return getattr(self._stream, name)
 
 
 @contextlib.contextmanager
@@ -522,6 +540,8 @@ class Checkpoints:
 
   def _save_error(self, kind: str, error: BaseException) -> CheckpointSaveError:
     self._failed = True
+    if not isinstance(sys.stderr, _MainThreadOnly):
+      sys.stderr = _MainThreadOnly(sys.stderr)
     step = self._saving[kind]
     what = (f"the {'best ' if kind == BEST_DIR else ''}checkpoint of step {step} "
             f"({self.folder(kind, step)})" if step is not None else f"a checkpoint in "

@@ -187,7 +187,7 @@ def disk_full_row(root: str, reference: str, limit: int = 4000) -> dict:
   logged = [line for line in lines if line.startswith("[train] step ")]
   again = subprocess.run(_command(workdir), capture_output=True, text=True, env=_environment(),
                          check=False)
-  return {"status": proc.returncode, "lines": len(lines),
+  return {"status": proc.returncode, "lines": len(lines), "output": lines,
           "errors": [line for line in lines if line.startswith("error:")],
           "tracebacks": sum("Traceback" in line for line in lines),
           "last_logged": logged[-1].split()[2] if logged else None,
