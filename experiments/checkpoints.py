@@ -446,8 +446,22 @@ class Checkpoints:
       os.replace(self.folder(kind, step), target)
     return target
 
-  def _reload(self) -> None:
-    if jax.process_count() > 1:  # every process has seen the folders before process 0 moves any
+  def _set_aside_all(self, damaged: list[tuple[str, int, Verdict]], resume_step: int | None,
+                     note: Callable[[str], None]) -> None:
+    """Sets the damaged checkpoints aside, one line each, and lets the managers see it. With
+    several processes, every one has read the folders before process 0 moves any, and none goes
+    on before the moves are done."""
+    if jax.process_count() > 1:
+      multihost_utils.sync_global_devices("checkpoints verified")
+    for kind, step, verdict in damaged:
+      where = self.set_aside(kind, step)
+      if kind == BEST_DIR:
+        note(f"Best checkpoint {verdict.path} is damaged ({verdict.problem}): set aside as "
+             f"{where}; the best is chosen again from the evaluations from now on")
+      else:
+        note(f"Checkpoint {verdict.path} is damaged ({verdict.problem}): set aside as {where}; "
+             f"resuming from step {resume_step}")
+    if jax.process_count() > 1:
       multihost_utils.sync_global_devices("checkpoints set aside")
     self.latest.reload()
     self.best.reload()
@@ -477,14 +491,8 @@ class Checkpoints:
       CheckpointDamagedError: there are latest checkpoints, but none is intact (nothing is moved).
       CheckpointMismatchError: the newest intact checkpoint belongs to another configuration.
     """
-    moved = False
-    for step in self.best.all_steps():
-      verdict = self.verify(BEST_DIR, step)
-      if not verdict.usable:
-        where = self.set_aside(BEST_DIR, step)
-        note(f"Best checkpoint {verdict.path} is damaged ({verdict.problem}): set aside as {where}; "
-             "the best is chosen again from the evaluations from now on")
-        moved = True
+    damaged_best = [(BEST_DIR, step, verdict) for step in self.best.all_steps()
+                     if not (verdict := self.verify(BEST_DIR, step)).usable]
     found = []
     chosen, chosen_step = None, None
     for step in sorted(self.latest.all_steps(), reverse=True):
@@ -513,13 +521,9 @@ class Checkpoints:
           f"no intact checkpoint in {os.path.join(self.workdir, LATEST_DIR)} ({listed}); nothing "
           "was changed. Move that folder away to train this run from the start, or use a new "
           "--workdir")
-    for step, verdict in found:
-      where = self.set_aside(LATEST_DIR, step)
-      note(f"Checkpoint {verdict.path} is damaged ({verdict.problem}): set aside as {where}; "
-           f"resuming from step {chosen_step}")
-      moved = True
-    if moved:
-      self._reload()
+    damaged = damaged_best + [(LATEST_DIR, step, verdict) for step, verdict in found]
+    if damaged:
+      self._set_aside_all(damaged, chosen_step, note)
     if chosen is not None and not chosen[2].verified:
       note(f"Checkpoint {chosen[2].path} was written before checkpoints carried checksums: it is "
            "loaded unverified")
