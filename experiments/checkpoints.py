@@ -231,6 +231,18 @@ class _OrbaxErrorFilter(logging.Filter):
 
 
 _ORBAX_ERRORS = _OrbaxErrorFilter()
+
+
+class _OrbaxTaskFilter(logging.Filter):
+  """Drops asyncio's 'Task exception was never retrieved' for Orbax's write tasks, logged when
+  the tasks of a failed save are collected (often at exit, after the error line): installed once a
+  save has failed, whose error is reported already."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return not (record.levelno >= logging.ERROR and "orbax" in record.getMessage())
+
+
+_ORBAX_TASKS = _OrbaxTaskFilter()
 _MUTE_S = 0.5  # how long the writes of a failed save are given to fail
 
 
@@ -546,6 +558,7 @@ class Checkpoints:
     self._failed = True
     if not isinstance(sys.stderr, _MainThreadOnly):
       sys.stderr = _MainThreadOnly(sys.stderr)
+      logging.getLogger("asyncio").addFilter(_ORBAX_TASKS)
     step = self._saving[kind]
     what = (f"the {'best ' if kind == BEST_DIR else ''}checkpoint of step {step} "
             f"({self.folder(kind, step)})" if step is not None else f"a checkpoint in "

@@ -3,14 +3,15 @@
 Imported by tests/reliability/test_damage.py for `damage` and `KINDS`; run as a script it
 measures the figures docs/RELIABILITY.md reports (section 7), on the toy run of toy_runs.py:
 
-    JAX_PLATFORMS=cpu .venv/bin/python tests/reliability/damage_matrix.py [--tries 5]
+    JAX_PLATFORMS=cpu .venv/bin/python tests/reliability/damage_matrix.py [--tries 5] \
+        [--disk-tries 3]
 
   * every kind of damage to the newest latest checkpoint of a stopped run, then the same command
     again: what it said, where it resumed from, and whether it ended bit for bit where the
     uninterrupted run ends; and `evaluate` of a run whose best checkpoint has that damage;
   * two `train` commands started together on one work directory, `--tries` times;
   * a full disk (the file size limit of `ulimit -f`, set on the running process after step 6),
-    then the same command without the limit;
+    then the same command without the limit, `--disk-tries` times;
   * bad input files and a workdir of another experiment, through the command line.
 """
 
@@ -173,9 +174,9 @@ def concurrency_rows(root: str, tries: int) -> list[dict]:
   return rows
 
 
-def disk_full_row(root: str, reference: str, limit: int = 4000) -> dict:
+def disk_full_row(root: str, reference: str, attempt: int = 0, limit: int = 4000) -> dict:
   """A file size limit of `limit` bytes put on the training process after step 6 is logged."""
-  workdir = os.path.join(root, "disk-full")
+  workdir = os.path.join(root, f"disk-full-{attempt}")
   proc = subprocess.Popen(_command(workdir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, env=_environment())
   lines = []
@@ -235,6 +236,7 @@ def bad_input_rows(root: str) -> list[dict]:
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--tries", type=int, default=5, help="concurrent starts to measure")
+  parser.add_argument("--disk-tries", type=int, default=3, help="full disks to measure")
   args = parser.parse_args()
   import toy_runs  # pylint: disable=import-outside-toplevel
   root = tempfile.mkdtemp(prefix="damage-matrix-")
@@ -243,7 +245,8 @@ def main() -> None:
   toy_runs.train(reference)
   report = {"damage": damage_rows(root, reference),
             "concurrency": concurrency_rows(root, args.tries),
-            "disk_full": disk_full_row(root, reference),
+            "disk_full": [disk_full_row(root, reference, attempt)
+                          for attempt in range(args.disk_tries)],
             "bad_inputs": bad_input_rows(root),
             "seconds": round(time.time() - started, 1)}
   print(json.dumps(report, indent=1, ensure_ascii=False))
