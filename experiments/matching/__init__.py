@@ -17,10 +17,11 @@ from experiments.matching import cli
 from experiments.matching.configs import CONFIGS
 from experiments.matching.configs import DEFAULT_MODEL
 from experiments.matching.task import MatchingTask
+from experiments.matching.task import make_task
 from experiments.matching.task import Prediction
 
 EXPERIMENT = registry.register(registry.Experiment(
-    name="matching", make_task=MatchingTask, configs=CONFIGS, default_model=DEFAULT_MODEL,
+    name="matching", make_task=make_task, configs=CONFIGS, default_model=DEFAULT_MODEL,
     predict=cli.predict, add_predict_arguments=cli.add_arguments,
     evaluate_pairs=cli.evaluate_pairs, aliases=("match",),
     description="question-pair matching (AFQMC/LCQMC): Transformer, decomposable attention, "

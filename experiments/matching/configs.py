@@ -58,17 +58,35 @@ class MatchingDataConfig:
 
 @dataclasses.dataclass
 class TransformerConfig:
-  """models.PairTransformer: embed_dim, num_layers, num_heads, ffn_hidden, dropout_rate."""
+  """models.PairTransformer: embed_dim, num_layers, num_heads, ffn_hidden, dropout_rate.
+
+  init_from: the directory of a pretraining run (`--model transformer_mlm`, same data options):
+  its embeddings and encoder (best checkpoint) replace the freshly drawn ones before the first
+  step; the pooler and the output layer start fresh. None: everything from scratch.
+  """
   embed_dim: int = 128
   num_layers: int = 2
   num_heads: int = 4
   ffn_hidden: int = 256
   dropout_rate: float = 0.1
+  init_from: str | None = None
 
   def build(self, vocab_size: int, dtype: Any, param_dtype: Any, max_len: int) -> nn.Module:
     return models.PairTransformer(vocab_size, self.embed_dim, self.num_layers, self.num_heads,
                                   self.ffn_hidden, self.dropout_rate, max_len=max_len,
                                   dtype=dtype, param_dtype=param_dtype)
+
+
+@dataclasses.dataclass
+class PretrainConfig(TransformerConfig):
+  """PairTransformer trained as a masked language model (task.PretrainTask) on the training pairs
+  and the unlabelled ones (CLUE's test.json), labels unread: mask_rate of the sentences' tokens
+  are chosen, 80% of those become the mask token (unk), 10% a random token, 10% stay."""
+  mask_rate: float = 0.15
+
+  def __post_init__(self):
+    if not 0 < self.mask_rate < 1:
+      raise ValueError(f"mask_rate must lie in (0, 1), got {self.mask_rate}")
 
 
 @dataclasses.dataclass
@@ -128,29 +146,50 @@ def _recipe(model: Any, *, num_epochs: int, learning_rate: float, batch_size: in
 def transformer() -> config_lib.Config:
   """The nndl practice's model: a 2-block pre-norm Transformer encoder (D 128, 4 heads, FFN 256)
   over [CLS] a [SEP] b [SEP] with token, position and segment embeddings, classified from [CLS];
-  AdamW 5e-4 (weight decay 0.01), 500 warmup steps then cosine decay, batch 64, 20 epochs."""
-  return _recipe(TransformerConfig(), num_epochs=20, learning_rate=5e-4, warmup_steps=500,
+  AdamW 5e-4 (weight decay 0.01), 500 warmup steps then cosine decay, batch 64, 10 epochs."""
+  return _recipe(TransformerConfig(), num_epochs=10, learning_rate=5e-4, warmup_steps=500,
                  schedule="cosine", weight_decay=0.01)
+
+
+def transformer_mlm() -> config_lib.Config:
+  """Self-supervised pretraining of the `transformer` model's embeddings and encoder as a masked
+  language model on the pairs of the training split and CLUE's unlabelled test.json (no label is
+  read; dev's masked-token loss picks the checkpoint): AdamW 1e-3, 500 warmup steps then cosine
+  decay, batch 128, 10 epochs. Start a classifier from it with `transformer_pretrained`."""
+  config = _recipe(PretrainConfig(), num_epochs=10, learning_rate=1e-3, batch_size=128,
+                   warmup_steps=500, schedule="cosine", weight_decay=0.01)
+  config.train.best_metric, config.train.best_mode = "dev/loss", "min"
+  return config
+
+
+def transformer_pretrained() -> config_lib.Config:
+  """`transformer` started from the `transformer_mlm` run in runs/matching-transformer_mlm
+  (--model.init_from DIR for another), fine-tuned with AdamW 2e-4, 300 warmup steps then cosine
+  decay, batch 64, 6 epochs."""
+  config = _recipe(TransformerConfig(init_from="runs/matching-transformer_mlm"), num_epochs=6,
+                   learning_rate=2e-4, warmup_steps=300, schedule="cosine", weight_decay=0.01)
+  return config
 
 
 def decomposable() -> config_lib.Config:
   """Decomposable attention (Parikh et al., 2016) on characters: E 128, F/G/H of 200 units,
-  dropout 0.2, Adam 5e-4, batch 64, 20 epochs."""
-  return _recipe(DecomposableConfig(), num_epochs=20, learning_rate=5e-4)
+  dropout 0.2, Adam 1e-3, batch 64, 10 epochs."""
+  return _recipe(DecomposableConfig(), num_epochs=10, learning_rate=1e-3)
 
 
 def esim() -> config_lib.Config:
-  """ESIM (Chen et al., 2017) on characters: E 128, BiLSTMs of 128 per direction, dropout 0.3,
-  Adam 5e-4, batch 64, 8 epochs."""
-  return _recipe(ESIMConfig(), num_epochs=8, learning_rate=5e-4)
+  """ESIM (Chen et al., 2017) on characters: E 128, BiLSTMs of 128 per direction, dropout 0.2,
+  Adam 1e-3, batch 64, 6 epochs."""
+  return _recipe(ESIMConfig(dropout_rate=0.2), num_epochs=6, learning_rate=1e-3)
 
 
 def siamese() -> config_lib.Config:
   """The sentiment chapter's BiLSTM (128 per direction) with dot attention pooling, applied to
-  each question; [u; v; |u - v|; u * v] -> 128 ReLU -> dense; Adam 1e-3, batch 64, 10 epochs."""
-  return _recipe(SiameseConfig(), num_epochs=10, learning_rate=1e-3)
+  each question; [u; v; |u - v|; u * v] -> 128 ReLU -> dense; Adam 1e-3, batch 64, 6 epochs."""
+  return _recipe(SiameseConfig(), num_epochs=6, learning_rate=1e-3)
 
 
-CONFIGS = {"transformer": transformer, "decomposable": decomposable, "esim": esim,
-           "siamese": siamese}
+CONFIGS = {"transformer": transformer, "transformer_mlm": transformer_mlm,
+           "transformer_pretrained": transformer_pretrained, "decomposable": decomposable,
+           "esim": esim, "siamese": siamese}
 DEFAULT_MODEL = "esim"

@@ -129,6 +129,9 @@ class PairTransformer(nn.Module):
 
   The weights of every layer come from what the encoder sows into 'intermediates', so apply the
   model with `mutable=['intermediates']` (MatchingTask.forward does); any other apply raises.
+  Called with `mlm=True` it is the masked language model that pretraining trains instead: the
+  parameters it shares with the classifier (embed, positions, segments, embed_norm, encoder) can
+  start a classifier (configs.TransformerConfig.init_from).
 
   Attributes:
     vocab_size: V.
@@ -155,16 +158,20 @@ class PairTransformer(nn.Module):
   param_dtype: Dtype = jnp.float32
 
   @nn.compact
-  def __call__(self, batch: Batch, *, deterministic: bool = True
-               ) -> tuple[jax.Array, dict[str, jax.Array]]:
+  def __call__(self, batch: Batch, *, deterministic: bool = True, mlm: bool = False
+               ) -> tuple[jax.Array, dict[str, jax.Array]] | jax.Array:
+    """The logits and weights of a batch; with `mlm`, instead the masked-language-model logits
+    float32 (B, Lp, V) of every position (a dense GELU layer, LayerNorm, then the transposed token
+    embedding plus a bias: BERT's head), which pretraining trains (task.PretrainTask)."""
     pair, pair_len, segments = batch["pair"], batch["pair_len"], batch["segments"]
     checks.rank(pair, 2, "pair")
     checks.integer(pair, "pair")
     checks.sequence_lengths(pair_len, "pair_len", pair, "pair")
     size, steps = pair.shape
-    x = nn.Embed(self.vocab_size, self.embed_dim, dtype=self.dtype,
-                 param_dtype=self.param_dtype,
-                 embedding_init=nn.initializers.normal(stddev=0.02), name="embed")(pair)
+    embed = nn.Embed(self.vocab_size, self.embed_dim, dtype=self.dtype,
+                     param_dtype=self.param_dtype,
+                     embedding_init=nn.initializers.normal(stddev=0.02), name="embed")
+    x = embed(pair)  # (B, Lp, D)
     x = zoo.LearnedPositionEmbedding(self.max_len, self.embed_dim, dtype=self.dtype,
                                      param_dtype=self.param_dtype, name="positions")(x)
     x = zoo.SegmentEmbedding(dtype=self.dtype, param_dtype=self.param_dtype,
@@ -178,6 +185,13 @@ class PairTransformer(nn.Module):
         name="encoder")
     encoded = encoder(x, mask=zoo.key_padding_mask(pair_len, steps),
                       deterministic=deterministic)  # (B, Lp, D)
+    if mlm:
+      hidden = nn.gelu(nn.Dense(self.embed_dim, dtype=self.dtype, param_dtype=self.param_dtype,
+                                name="mlm_transform")(encoded))
+      hidden = nn.LayerNorm(dtype=self.dtype, param_dtype=self.param_dtype,
+                            name="mlm_norm")(hidden)
+      bias = self.param("mlm_bias", nn.initializers.zeros, (self.vocab_size,), self.param_dtype)
+      return (embed.attend(hidden) + bias).astype(jnp.float32)  # (B, Lp, V)
     pooled = jnp.tanh(nn.Dense(self.embed_dim, dtype=self.dtype, param_dtype=self.param_dtype,
                                name="pooler")(zoo.cls_pool(encoded)))  # (B, D)
     logits = _Classifier(self.dropout_rate, self.dtype, self.param_dtype, name="head")(

@@ -158,7 +158,8 @@ class MatchingTask(Task):
     """A full-width batch of one-token pairs: shapes for `init`, without reading the data."""
     size, width = self.config.train.batch_size, self.config.data.max_len
     batch = pack_pairs([[UNK_ID]] * size, [[UNK_ID]] * size, width, width)
-    batch.update(label=np.zeros(size, np.int32), weight=np.ones(size, np.float32))
+    batch.update(label=np.zeros(size, np.int32), index=np.arange(size, dtype=np.int32),
+                 weight=np.ones(size, np.float32))
     return batch
 
   # -- model ---------------------------------------------------------------------------------------
@@ -172,7 +173,34 @@ class MatchingTask(Task):
     return self._model
 
   def init(self, rng: jax.Array, batch) -> Any:
-    return self.model.init({"params": rng}, _inputs(batch))["params"]
+    params = self.model.init({"params": rng}, _inputs(batch))["params"]
+    init_from = getattr(self.config.model, "init_from", None)
+    if init_from is None:
+      return params
+    return {**params, **self._pretrained(init_from)}
+
+  def _pretrained(self, workdir: str) -> dict[str, Any]:
+    """The parameters a classifier shares with the pretraining run in `workdir` (best
+    checkpoint), after checking that both read the same vocabulary; loaded once."""
+    if getattr(self, "_pretrained_params", None) is None:
+      from experiments import runs  # pylint: disable=g-import-not-at-top (runs builds tasks)
+      if not os.path.isdir(workdir):
+        raise ValueError(f"model.init_from: {workdir} is not a directory; train it first with "
+                         f"`python -m experiments train matching --model transformer_mlm "
+                         f"--workdir {workdir}` (same --data-dir)")
+      with jax.ensure_compile_time_eval():  # init may be traced; the checkpoint is read now
+        run = runs.load_run(workdir, "best", experiment="matching",
+                            command="train matching --model.init_from")
+      if not isinstance(run.task, PretrainTask):
+        raise ValueError(f"model.init_from: {workdir} is a {run.config.model_name} run, not a "
+                         f"pretraining run (transformer_mlm)")
+      if run.task.vocab.tokens != self.vocab.tokens:
+        raise ValueError(f"model.init_from: {workdir} was pretrained with another vocabulary "
+                         f"({len(run.task.vocab)} tokens, this run's has {len(self.vocab)}); "
+                         f"pretrain with the same data options")
+      shared = ("embed", "positions", "segments", "embed_norm", "encoder")
+      self._pretrained_params = {name: run.params[name] for name in shared}
+    return self._pretrained_params
 
   def forward(self, params, inputs: dict[str, jax.Array], rng: jax.Array | None = None
               ) -> tuple[jax.Array, dict[str, jax.Array]]:
@@ -319,3 +347,79 @@ def _inputs(batch) -> dict[str, Any]:
 def _excerpt(text: str, limit: int = 40) -> str:
   """A short quoted excerpt of a user's text for messages."""
   return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+class PretrainTask(MatchingTask):
+  """Masked-language-model pretraining of PairTransformer on question pairs (configs.
+  transformer_mlm): its training batches are the training split's pairs and the unlabelled pairs
+  (CLUE's test.json) together, labels unread; dev's masked-token loss and accuracy are evaluated.
+
+  Each batch masks mask_rate of the positions that hold a sentence's token (not [CLS], [SEP],
+  padding or unk): 80% of them become unk (the vocabulary has no mask token; unk is 0.1% of the
+  characters), 10% a random regular token, 10% stay; the loss is the cross-entropy of the
+  original token at exactly the chosen positions. Training draws the positions from the step's
+  key; evaluation from a key of the batch's example indices, so dev figures are repeatable.
+  """
+
+  def init(self, rng: jax.Array, batch) -> Any:
+    """The masked language model's parameters (no pooler or output layer)."""
+    return self.model.init({"params": rng}, _inputs(batch), mlm=True)["params"]
+
+  def train_batches(self):
+    tc = self.config.train
+    return self.data.pretraining_batcher(tc.batch_size).train_batches(tc.seed)
+
+  @property
+  def steps_per_epoch(self) -> int:
+    if self._steps_per_epoch is None:
+      self._steps_per_epoch = self.train_batches().batches_per_epoch
+    return self._steps_per_epoch
+
+  def loss(self, params, batch, rng):
+    mask_rate = self.config.model.mask_rate
+    if rng is None:  # evaluation: the same positions every time for the same examples
+      key = jax.random.fold_in(jax.random.key(0), jnp.sum(batch["index"]))
+    else:
+      key = rng
+    pick_key, kind_key, token_key, dropout_key = jax.random.split(key, 4)
+    pair = batch["pair"]  # (B, Lp)
+    regular = (pair > EOS_ID) & (batch["weight"][:, None] > 0)  # sentence tokens, ids >= 4
+    chosen = regular & (jax.random.uniform(pick_key, pair.shape) < mask_rate)  # (B, Lp)
+    kind = jax.random.uniform(kind_key, pair.shape)
+    random_tokens = jax.random.randint(token_key, pair.shape, EOS_ID + 1, len(self.vocab))
+    corrupted = jnp.where(chosen & (kind < 0.8), UNK_ID,
+                          jnp.where(chosen & (kind < 0.9), random_tokens, pair))
+    inputs = dict(_inputs(batch), pair=corrupted.astype(pair.dtype))
+    rngs = {} if rng is None else {"dropout": dropout_key}
+    logits = self.model.apply({"params": params}, inputs, deterministic=rng is None, rngs=rngs,
+                              mlm=True)  # (B, Lp, V)
+    nll = optax.softmax_cross_entropy_with_integer_labels(logits, pair)  # (B, Lp)
+    weight = chosen.astype(jnp.float32)
+    correct = (jnp.argmax(logits, axis=-1) == pair).astype(jnp.float32)
+    loss_pair = (jnp.sum(nll * weight), jnp.sum(weight))
+    metrics = {"loss": loss_pair, "accuracy": (jnp.sum(correct * weight), jnp.sum(weight))}
+    return loss_pair[0] / jnp.maximum(loss_pair[1], 1.0), metrics
+
+  def extra_metric_names(self, split: str) -> tuple[str, ...]:
+    del split
+    return ()
+
+  def extra_eval(self, params, split: str, metrics) -> dict[str, float]:
+    del params, split, metrics
+    return {}
+
+  def predict(self, params, pairs):
+    raise ValueError("this is a pretraining run (a masked language model): it does not classify "
+                     "pairs; fine-tune it with --model transformer_pretrained --model.init_from "
+                     "DIR")
+
+  def on_train_end(self, params, workdir: str) -> None:
+    del params, workdir  # no classifier to draw
+
+
+def make_task(config: Config, **kwargs) -> MatchingTask:
+  """The task of a run: PretrainTask for configs.PretrainConfig, else MatchingTask."""
+  from experiments.matching import configs  # pylint: disable=g-import-not-at-top
+  if isinstance(config.model, configs.PretrainConfig):
+    return PretrainTask(config, **kwargs)
+  return MatchingTask(config, **kwargs)

@@ -302,6 +302,28 @@ class MatchingData(TaskData):
                    batch_size=batch_size, length_keys=self.length_keys, process_index=0,
                    process_count=1).eval_batches()
 
+  def pretraining_batcher(self, batch_size: int, *, process_index: int | None = None,
+                          process_count: int | None = None) -> Batcher:
+    """The loader of self-supervised pretraining: the training split's pairs followed by the
+    unlabelled pairs (`unlabelled_texts`, two sentences a pair), labels left out; 'index' runs over
+    both. An unlabelled pair with a sentence that has no tokens is left out (the report of the
+    data counts none in CLUE's test.json)."""
+    train = self._split("train")
+    sequences = dict(train.sequences)
+    texts = self.unlabelled_texts
+    pairs = [(texts[i], texts[i + 1]) for i in range(0, len(texts) - 1, 2)]
+    pairs = [p for p in pairs if self.tokenize(p[0]) and self.tokenize(p[1])]
+    if pairs:
+      extra = self.encode_pairs(pairs).sequences
+      sequences = {name: Ragged(np.concatenate([seq.flat, extra[name].flat]),
+                                np.concatenate([seq.lengths, extra[name].lengths]))
+                   for name, seq in sequences.items()}
+    count = len(sequences["a"])
+    return Batcher(sequences, {"index": np.arange(count, dtype=np.int32)},
+                   boundaries=self.boundaries, batch_size=batch_size,
+                   length_keys=self.length_keys, process_index=process_index,
+                   process_count=process_count)
+
   def encode_pair(self, sentence1: text_lib.Text, sentence2: text_lib.Text) -> Batch:
     """One pair as a batch of one: the batch fields without 'label' ('a', 'a_len', 'b', 'b_len',
     'pair', 'pair_len', 'segments', 'index', 'weight'), leading axis 1, padded to its bucket's

@@ -77,15 +77,21 @@ def test_pack_pairs_exact_layout():
   np.testing.assert_array_equal(packed["a"], [[11, 12], [13, 0]])
 
 
-@pytest.mark.parametrize("name", sorted(configs.CONFIGS))
+# transformer_mlm trains the masked language model instead (test_pretraining_...).
+CLASSIFIERS = sorted(name for name in configs.CONFIGS if name != "transformer_mlm")
+
+
+@pytest.mark.parametrize("name", CLASSIFIERS)
 def test_every_model_runs_and_trains(name, sample, small_batch):
   """Shapes, attention rows that sum to 1 over the real positions (zero on padding), padding
   invariance, and a few steps that change every parameter; the default model, with a larger
   learning rate, lowers its loss at every step."""
   default = name == configs.DEFAULT_MODEL
   # Without dropout, so that every step of the default model must lower its loss.
-  cfg = _small_config(name, ["--optimizer.learning_rate=0.01", "--model.dropout_rate=0"]
-                      if default else [])
+  cfg = _small_config(name, (["--optimizer.learning_rate=0.01", "--model.dropout_rate=0"]
+                            if default else [])
+                      # from scratch here: test_a_classifier_starts_from_... covers init_from
+                      + (["--model.init_from=None"] if name == "transformer_pretrained" else []))
   task = MatchingTask(cfg, data=sample)
   tx = optax.adam(cfg.optimizer.learning_rate)
   train_step = steps.make_train_step(task, tx)
@@ -280,3 +286,62 @@ def test_report_scores_both_splits_and_lists_wrong_dev_pairs(trained_run, capsys
   assert len(table) == len(report["dev"]["errors_listed"]) == 6
   first = table[0].split(" | ")
   assert first[1] == sample.texts("dev")[report["dev"]["errors_listed"][0]][0]
+
+
+@pytest.fixture(scope="module")
+def pretrained_run(tmp_path_factory, sample):
+  """A small masked-language-model run: 3 steps on the sample's training and unlabelled pairs."""
+  root = tmp_path_factory.mktemp("mlm")
+  cfg = _small_config("transformer_mlm", ["--train.num_steps=3", "--train.batch_size=16",
+                                          "--train.progress_bar=False"])
+  trainer.train(task_lib.make_task(cfg, data=sample), cfg, str(root / "run"))
+  return str(root / "run")
+
+
+def test_pretraining_masks_only_sentence_tokens_and_reads_the_unlabelled_pairs(sample):
+  cfg = _small_config("transformer_mlm", ["--model.mask_rate=0.5"])
+  task = task_lib.make_task(cfg, data=sample)
+  assert isinstance(task, task_lib.PretrainTask)
+  batcher = sample.pretraining_batcher(16)
+  assert batcher.num_examples == sample.num_examples("train") + len(sample.unlabelled_texts) // 2
+  batch = next(sample.eval_batches("dev", batch_size=16))
+  params = task.init(jax.random.key(0), batch)
+  assert "mlm_bias" in params and "head" not in params
+  loss, metrics = task.loss(params, batch, None)
+  again, _ = task.loss(params, batch, None)
+  assert loss == again  # evaluation masks the same positions every time
+  regular = int(np.sum((batch["pair"] > 3) & (batch["weight"][:, None] > 0)))
+  chosen = float(metrics["loss"][1])
+  assert 0.3 * regular < chosen < 0.7 * regular  # about half of the sentence tokens, no others
+  _, trained = task.loss(params, batch, jax.random.key(1))
+  assert float(trained["loss"][1]) != chosen  # training draws its own positions
+  tx = optax.adam(1e-2)
+  state, _ = jax.jit(steps.make_train_step(task, tx))(
+      TrainState.create(params, tx, jax.random.key(2)), batch)
+  for (path, old), now in zip(jax.tree_util.tree_leaves_with_path(params),
+                              jax.tree.leaves(state.params)):
+    assert not np.array_equal(old, now), f"{jax.tree_util.keystr(path)} did not change"
+
+
+def test_a_classifier_starts_from_the_pretrained_embeddings_and_encoder(pretrained_run, sample,
+                                                                        small_batch):
+  pre = runs.load_run(pretrained_run)
+  cfg = _small_config("transformer_pretrained", [f"--model.init_from={pretrained_run}"])
+  params = task_lib.make_task(cfg, data=sample).init(jax.random.key(5), small_batch)
+  for name in ("embed", "positions", "segments", "embed_norm", "encoder"):
+    for got, want in zip(jax.tree.leaves(params[name]), jax.tree.leaves(pre.params[name])):
+      np.testing.assert_array_equal(got, want)
+  assert "pooler" in params and "head" in params and "mlm_bias" not in params
+
+
+def test_init_from_and_predict_refuse_what_cannot_work(pretrained_run, trained_run, sample,
+                                                       small_batch, tmp_path, capsys):
+  for init_from, message in [(str(tmp_path / "none"), "is not a directory; train it first"),
+                             (trained_run[1], "is a transformer run, not a pretraining run")]:
+    cfg = _small_config("transformer_pretrained", [f"--model.init_from={init_from}"])
+    with pytest.raises(ValueError, match=message):
+      task_lib.make_task(cfg, data=sample).init(jax.random.key(0), small_batch)
+  capsys.readouterr()
+  assert cli.main(["predict", "matching", "花呗怎么还款", "怎么还花呗",
+                   "--workdir", pretrained_run]) == 2
+  assert "this is a pretraining run" in capsys.readouterr().err
