@@ -246,17 +246,37 @@ _ORBAX_TASKS = _OrbaxTaskFilter()
 _MUTE_S = 0.5  # how long the writes of a failed save are given to fail
 
 
-class _MainThreadOnly:
-  """sys.stderr once a save has failed: what other threads write is dropped. The failed save's
-  remaining TensorStore writes fail later, in their own threads, each printing a traceback of
-  Orbax's closed event loop; the main thread's lines (the error) still go out."""
+class _QuietThreads:
+  """sys.stderr while a Checkpoints is open: when a save fails, its remaining TensorStore writes
+  fail in their own threads, and their callbacks, finding Orbax's event loop closed, each print a
+  traceback ('RuntimeError: Event loop is closed'), before or after the main thread has reported
+  the failure. Such tracebacks from threads other than the main one are dropped (a thread's
+  writes are held from 'Traceback' to the exception's line to tell); once a save has failed
+  (`after_failure`), everything other threads write is dropped. The main thread's lines, and
+  every other thread's other lines, go through."""
 
   def __init__(self, stream):
     self._stream = stream
+    self._held = threading.local()
+    self.after_failure = False
 
   def write(self, text: str) -> int:
     if threading.current_thread() is threading.main_thread():
       return self._stream.write(text)
+    if self.after_failure:
+      return len(text)
+    held = getattr(self._held, "text", "")
+    if not held and not text.startswith("Traceback (most recent call last)"):
+      return self._stream.write(text)
+    held += text
+    lines = held.splitlines()
+    ended = held.endswith("\n") and len(lines) > 1 and not lines[-1].startswith((" ", "\t"))
+    if not ended:
+      self._held.text = held
+      return len(text)
+    self._held.text = ""
+    if lines[-1].strip() != "RuntimeError: Event loop is closed":
+      self._stream.write(held)
     return len(text)
 
   def __getattr__(self, name: str):
@@ -265,10 +285,9 @@ class _MainThreadOnly:
 
 @contextlib.contextmanager
 def _muted_stderr(active: bool) -> Iterator[None]:
-  """After a failed save, its other writes still fail one by one in TensorStore's threads, whose
-  callbacks find Orbax's event loop closed and print a traceback each straight to file descriptor
-  2 (a dozen for one full disk). While active, descriptor 2 goes to /dev/null until they are
-  done; the failure itself is reported once, by the CheckpointSaveError."""
+  """While a failed save's other writes are still failing (as Checkpoints closes), file descriptor
+  2 goes to /dev/null, for what reaches it below Python's sys.stderr; the failure itself is
+  reported once, by the CheckpointSaveError."""
   if not active:
     yield
     return
@@ -384,6 +403,9 @@ class Checkpoints:
     self.best_metric, self.best_mode = best_metric, best_mode
     self.asynchronous = asynchronous
     logging.getLogger("absl").addFilter(_ORBAX_ERRORS)  # once: a filter is added only once
+    self._quiet = None
+    if not isinstance(sys.stderr, _QuietThreads):
+      self._quiet = sys.stderr = _QuietThreads(sys.stderr)
     # The step each manager is saving: its manifest is written into that step's temporary folder.
     self._saving: dict[str, int | None] = {LATEST_DIR: None, BEST_DIR: None}
     # Orbax saves in a background thread in both modes (its hook that runs just before the commit
@@ -556,9 +578,10 @@ class Checkpoints:
 
   def _save_error(self, kind: str, error: BaseException) -> CheckpointSaveError:
     self._failed = True
-    if not isinstance(sys.stderr, _MainThreadOnly):
-      sys.stderr = _MainThreadOnly(sys.stderr)
-      logging.getLogger("asyncio").addFilter(_ORBAX_TASKS)
+    if not isinstance(sys.stderr, _QuietThreads):
+      sys.stderr = _QuietThreads(sys.stderr)
+    sys.stderr.after_failure = True  # it stays so: the process is about to end
+    logging.getLogger("asyncio").addFilter(_ORBAX_TASKS)
     step = self._saving[kind]
     what = (f"the {'best ' if kind == BEST_DIR else ''}checkpoint of step {step} "
             f"({self.folder(kind, step)})" if step is not None else f"a checkpoint in "
@@ -761,3 +784,5 @@ class Checkpoints:
         except Exception:  # pylint: disable=broad-except
           if not quiet:
             raise
+    if self._quiet is not None and sys.stderr is self._quiet and not self._quiet.after_failure:
+      sys.stderr = self._quiet._stream  # pylint: disable=protected-access
