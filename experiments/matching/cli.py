@@ -8,7 +8,8 @@
 
 `predict` writes exactly one line per pair, in input order: `label<TAB>probability`, the label 0
 (different meaning) or 1 (same meaning) as in the data, and the probability of label 1 with four
-decimals. Pairs come as two arguments each (`A B [A B ...]`), or one per line of --input-file or
+decimals; the label is 1 where that probability is at least --threshold (0.5 by default; a run's
+results.json holds the threshold of highest dev accuracy). Pairs come as two arguments each (`A B [A B ...]`), or one per line of --input-file or
 standard input as `sentence1<TAB>sentence2` (a third column, such as a label, is ignored); an
 argument holding a TAB is a whole pair too. A question longer than the run reads (data.max_len
 tokens) is cut, with a note on standard error saying how much was read. --heatmap saves, per pair,
@@ -41,6 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--layer", type=int, default=-1,
                       help="with --heatmap on a Transformer run: the layer drawn (default -1, the "
                       "last)")
+  parser.add_argument("--threshold", type=float, default=0.5,
+                      help="label 1 where p(same) >= this (default 0.5, the argmax; a run's "
+                      "results.json has the threshold of highest dev accuracy as "
+                      "test/threshold)")
   parser.add_argument("--head", type=int, default=None,
                       help="with --heatmap on a Transformer run: the head drawn (default: the "
                       "mean over heads)")
@@ -79,6 +84,8 @@ def parse_pairs(inputs: list[str], from_file: str | None) -> list[tuple[str, str
 
 def predict(args: argparse.Namespace, console: Console) -> int:
   """Classifies the pairs of args.inputs with the run in args.workdir; returns the exit status."""
+  if not 0.0 <= args.threshold <= 1.0:
+    raise UsageError(f"--threshold must lie in [0, 1], got {args.threshold}")
   pairs = parse_pairs(list(args.inputs), args.input_file)
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="matching")
   task = run.task
@@ -99,7 +106,8 @@ def predict(args: argparse.Namespace, console: Console) -> int:
       raise UsageError(f"--head must lie in [0, {heads[1]}), got {args.head}")
   paths = plots.numbered_paths(args.heatmap, len(predictions))
   for prediction, path in zip(predictions, paths):
-    console.print(f"{prediction.label}\t{prediction.probability:.4f}")
+    label = int(prediction.probability >= args.threshold)
+    console.print(f"{label}\t{prediction.probability:.4f}")
     unknown = [t for side, flags in zip(prediction.tokens, prediction.unknown)
                for t, u in zip(side, flags) if u]
     if unknown:

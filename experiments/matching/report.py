@@ -5,7 +5,9 @@
 
 For each split: accuracy, F1 of label 1, macro-F1, ROC AUC (metrics.binary_metrics), the confusion
 matrix [[true 0 predicted 0, true 0 predicted 1], [true 1 predicted 0, true 1 predicted 1]] and the
-share of label 1 (the majority-class baseline is the share of label 0). Then, for the first split,
+share of label 1 (the majority-class baseline is the share of label 0), at the argmax and, under
+'tuned', at the threshold of highest dev accuracy (metrics.best_threshold), which also labels the
+listed mistakes. Then, for the first split,
 `--errors` of the pairs the model gets wrong, drawn at random (seeded) from its mistakes, half
 false positives and half false negatives where there are enough, printed as a Markdown table
 (sentence1, sentence2, label, p(same)) on stdout after the JSON, so they can be read and classified
@@ -28,11 +30,12 @@ from experiments.console import run_command
 from experiments.matching import metrics as metrics_lib
 
 
-def wrong_pairs(labels: np.ndarray, prob: np.ndarray, count: int, seed: int) -> list[int]:
-  """Up to `count` indices of wrong predictions, half false positives and half false negatives
-  (the other kind fills in where one runs short), drawn by a generator seeded with `seed`, in
-  ascending order."""
-  predicted = metrics_lib.predicted_labels(prob)
+def wrong_pairs(labels: np.ndarray, prob: np.ndarray, count: int, seed: int,
+                threshold: float = 0.5) -> list[int]:
+  """Up to `count` indices of wrong predictions (label 1 where prob >= threshold), half false
+  positives and half false negatives (the other kind fills in where one runs short), drawn by a
+  generator seeded with `seed`, in ascending order."""
+  predicted = metrics_lib.predicted_labels(prob, threshold)
   false_pos = np.flatnonzero((predicted == 1) & (labels == 0))
   false_neg = np.flatnonzero((predicted == 0) & (labels == 1))
   rng = np.random.default_rng(seed)
@@ -43,12 +46,17 @@ def wrong_pairs(labels: np.ndarray, prob: np.ndarray, count: int, seed: int) -> 
   return sorted(int(i) for i in chosen)
 
 
-def split_report(run: runs.Run, split: str) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
-  """(the metrics of one split, its labels, its p(same)) of a loaded run."""
+def split_report(run: runs.Run, split: str, threshold: float
+                 ) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+  """(the metrics of one split at the argmax and at `threshold`, its labels, its p(same))."""
   labels, prob = run.task.split_probabilities(run.params, split)
   scores = metrics_lib.binary_metrics(labels, prob)
   scores.update(confusion=metrics_lib.confusion(labels, prob), pairs=int(len(labels)),
                 positive_share=float(np.mean(labels == 1)))
+  tuned = metrics_lib.binary_metrics(labels, prob, threshold)
+  del tuned["auc"]
+  scores["tuned"] = {"threshold": threshold, **tuned,
+                     "confusion": metrics_lib.confusion(labels, prob, threshold)}
   return scores, labels, prob
 
 
@@ -82,11 +90,12 @@ def _report(args: argparse.Namespace, console: Console) -> int:
   report: dict[str, Any] = {"workdir": args.workdir, "model": run.config.model_name,
                             "checkpoint": args.checkpoint, "step": run.step}
   table: list[str] = []
+  threshold = metrics_lib.best_threshold(*run.task.split_probabilities(run.params, "dev"))
   for i, split in enumerate(args.splits):
-    scores, labels, prob = split_report(run, split)
+    scores, labels, prob = split_report(run, split, threshold)
     report[split] = scores
     if i == 0 and args.errors > 0:
-      rows = wrong_pairs(labels, prob, args.errors, args.seed)
+      rows = wrong_pairs(labels, prob, args.errors, args.seed, threshold)
       report[split]["errors_listed"] = rows
       table = error_table(run.task.data.texts(split), labels, prob, rows)
   out = args.out or os.path.join(args.workdir, "report.json")

@@ -117,7 +117,6 @@ class MatchingTask(Task):
     super().__init__(config, data=data, artifacts=artifacts)
     self._model = None
     self._forward = jax.jit(self.forward)
-    self.last_eval: dict[str, dict[str, Any]] = {}  # split -> labels, probabilities (extra_eval)
 
   # -- data and vocabulary ---------------------------------------------------------------------------
 
@@ -224,7 +223,8 @@ class MatchingTask(Task):
 
   def extra_metric_names(self, split: str) -> tuple[str, ...]:
     del split
-    return ("f1", "macro_f1", "auc")
+    return ("f1", "macro_f1", "auc", "threshold", "tuned_accuracy", "tuned_f1",
+            "tuned_macro_f1")
 
   def split_probabilities(self, params, split: str) -> tuple[np.ndarray, np.ndarray]:
     """(labels int64 (N,), p(class 1) float32 (N,)) of every pair of a data split, by index."""
@@ -246,11 +246,19 @@ class MatchingTask(Task):
     return labels, prob
 
   def extra_eval(self, params, split: str, metrics) -> dict[str, float]:
+    """F1, macro-F1 and AUC at the argmax; then the threshold of highest accuracy on dev (for
+    the same parameters) and the accuracy, F1 and macro-F1 of `split` with it ('tuned_*': on
+    dev they are the figures the threshold was chosen by, on test a fair estimate)."""
     del metrics  # accuracy and loss are the engine's
     labels, prob = self.split_probabilities(params, split)
-    scores = metrics_lib.binary_metrics(labels, prob)
-    self.last_eval[split] = {"labels": labels, "prob": prob}
-    return {name: scores[name] for name in self.extra_metric_names(split)}
+    dev_labels, dev_prob = (labels, prob) if split == "dev" else self.split_probabilities(
+        params, "dev")
+    threshold = metrics_lib.best_threshold(dev_labels, dev_prob)
+    at_half = metrics_lib.binary_metrics(labels, prob)
+    tuned = metrics_lib.binary_metrics(labels, prob, threshold)
+    return {"f1": at_half["f1"], "macro_f1": at_half["macro_f1"], "auc": at_half["auc"],
+            "threshold": threshold, "tuned_accuracy": tuned["accuracy"],
+            "tuned_f1": tuned["f1"], "tuned_macro_f1": tuned["macro_f1"]}
 
   # -- prediction ------------------------------------------------------------------------------------
 

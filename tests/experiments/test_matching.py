@@ -148,6 +148,21 @@ def test_every_model_runs_and_trains(name, sample, small_batch):
     assert np.all(np.diff(losses) < 0) and losses[-1] < 0.8 * losses[0], losses
 
 
+def test_best_threshold_is_the_most_accurate_cut_closest_to_a_half():
+  labels, prob = [1, 0, 1, 0, 0, 1], [0.9, 0.6, 0.4, 0.2, 0.1, 0.7]
+  # cuts at 0.7 and at 0.4 both get 5 of 6 right; 0.4 is closer to 0.5
+  assert metrics_lib.best_threshold(labels, prob) == pytest.approx(0.4)
+  assert metrics_lib.binary_metrics(labels, prob, 0.4)["accuracy"] == pytest.approx(5 / 6)
+  assert metrics_lib.best_threshold([0, 0, 0, 1], [0.9, 0.8, 0.3, 0.2]) > 0.9  # nothing positive
+  assert metrics_lib.best_threshold([1, 1, 0], [0.5, 0.5, 0.5]) == 0.5  # ties are not split
+  rng = np.random.default_rng(0)
+  labels = rng.integers(0, 2, 301)
+  prob = np.clip(0.3 * labels + 0.7 * rng.random(301), 0, 1)
+  best = metrics_lib.binary_metrics(labels, prob, metrics_lib.best_threshold(labels, prob))
+  for t in np.linspace(0, 1, 201):
+    assert metrics_lib.binary_metrics(labels, prob, t)["accuracy"] <= best["accuracy"] + 1e-12
+
+
 def test_binary_metrics_by_hand():
   labels = [1, 0, 1, 0, 0, 1]
   prob = [0.9, 0.6, 0.4, 0.2, 0.1, 0.7]  # predicted 1 0 0 0 0 1 -> 1 1 0 0 0 1
@@ -179,10 +194,14 @@ def trained_run(tmp_path_factory, sample):
 def test_training_reports_every_metric_and_names_the_selecting_one(trained_run):
   root, workdir, result = trained_run
   for split in ("dev", "test"):
-    for name in ("loss", "accuracy", "f1", "macro_f1", "auc"):
+    for name in ("loss", "accuracy", "f1", "macro_f1", "auc", "threshold", "tuned_accuracy",
+                 "tuned_f1", "tuned_macro_f1"):
       assert 0.0 <= result.results[split][name] < 10.0, (split, name)
+    # the threshold is dev's, and no other threshold is more accurate on dev
+    assert result.results[split]["threshold"] == result.results["dev"]["threshold"]
+  assert result.results["dev"]["tuned_accuracy"] >= result.results["dev"]["accuracy"]
   written = json.loads((root / "run" / "results.json").read_text())
-  assert written["best"]["metric"] == "dev/accuracy"
+  assert written["best"]["metric"] == "dev/auc"
   for name in ("attention.png", "curves.png", "vocab.json"):
     assert (root / "run" / name).exists(), name
 
@@ -206,6 +225,11 @@ def test_predict_prints_label_and_probability_per_pair(trained_run, capsys, tmp_
   pairs.write_text("花呗怎么还款\t怎么还花呗\t1\n借呗能提额吗\t借呗提额\n", encoding="utf-8")
   assert cli.main(["match", "--input-file", str(pairs), "--workdir", workdir]) == 0
   assert capsys.readouterr().out.splitlines() == lines  # the same pairs, the same answers
+  for threshold, label in (("0", "1"), ("1", "0")):
+    assert cli.main(["match", "--input-file", str(pairs), "--workdir", workdir,
+                     "--threshold", threshold]) == 0
+    shifted = capsys.readouterr().out.splitlines()
+    assert shifted == [f"{label}\t{line.split(chr(9))[1]}" for line in lines]
 
 
 def test_evaluate_pairs_scores_a_users_file(trained_run, capsys, tmp_path):
@@ -228,6 +252,7 @@ def test_evaluate_pairs_scores_a_users_file(trained_run, capsys, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["花呗怎么还款"], "got 1 questions: give them two by two"),
     (["花呗怎么还款\t"], "input 1 has an empty sentence"),
+    (["花呗", "借呗", "--threshold", "1.5"], "--threshold must lie in \\[0, 1\\]"),
     (["？？", "怎么还花呗", "--heatmap", "x.png", "--head", "7"], "--head must lie in \\[0, 2\\)"),
 ])
 def test_predict_names_bad_inputs(trained_run, capsys, argv, message):
