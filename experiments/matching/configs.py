@@ -159,8 +159,8 @@ def transformer_mlm() -> config_lib.Config:
   """Self-supervised pretraining of the `transformer` model's embeddings and encoder as a masked
   language model on the pairs of the training split and CLUE's unlabelled test.json (no label is
   read; dev's masked-token loss picks the checkpoint): AdamW 1e-3, 500 warmup steps then cosine
-  decay, batch 128, 10 epochs. Start a classifier from it with `transformer_pretrained`."""
-  config = _recipe(PretrainConfig(), num_epochs=10, learning_rate=1e-3, batch_size=128,
+  decay, batch 128, 5 epochs. Start a classifier from it with `transformer_pretrained`."""
+  config = _recipe(PretrainConfig(), num_epochs=5, learning_rate=1e-3, batch_size=128,
                    warmup_steps=500, schedule="cosine", weight_decay=0.01)
   config.train.best_metric, config.train.best_mode = "dev/loss", "min"
   return config
@@ -177,8 +177,8 @@ def transformer_pretrained() -> config_lib.Config:
 
 def decomposable() -> config_lib.Config:
   """Decomposable attention (Parikh et al., 2016) on characters: E 128, F/G/H of 200 units,
-  dropout 0.2, Adam 1e-3, batch 64, 10 epochs."""
-  return _recipe(DecomposableConfig(), num_epochs=10, learning_rate=1e-3)
+  dropout 0.2, Adam 1e-3, batch 64, 6 epochs."""
+  return _recipe(DecomposableConfig(), num_epochs=6, learning_rate=1e-3)
 
 
 def esim() -> config_lib.Config:
