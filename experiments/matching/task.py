@@ -30,10 +30,13 @@ from experiments.task import Task
 from experiments.task import pipeline_options
 from pipelines import text as text_lib
 from pipelines.batching import Batcher
+from pipelines.batching import Ragged
 from pipelines.tasks import AnyVocab
 from pipelines.tasks.common import quarter_boundaries
 from pipelines.tasks.matching import MatchingData
 from pipelines.tasks.matching import MatchingOptions
+from pipelines.tasks.matching import join_pairs
+from pipelines.tasks.matching import pair_width
 from pipelines.vocab import BOS_ID, EOS_ID, UNK_ID
 
 CLS_ID, SEP_ID = BOS_ID, EOS_ID  # the pipeline's [CLS] and [SEP]
@@ -229,8 +232,10 @@ class MatchingTask(Task):
   def split_probabilities(self, params, split: str) -> tuple[np.ndarray, np.ndarray]:
     """(labels int64 (N,), p(class 1) float32 (N,)) of every pair of a data split, by index."""
     tc = self.config.train
-    return self._probabilities(params, self.data.eval_batches(
-        split, tc.eval_batch_size or tc.batch_size), self.data.num_examples(split))
+    # Every row of the split, in every process (extra_eval must return the same everywhere).
+    batches = self.data.eval_batches(split, tc.eval_batch_size or tc.batch_size,
+                                     process_index=0, process_count=1)
+    return self._probabilities(params, batches, self.data.num_examples(split))
 
   def _probabilities(self, params, batches: Iterable[dict[str, np.ndarray]], count: int
                      ) -> tuple[np.ndarray, np.ndarray]:
@@ -263,18 +268,18 @@ class MatchingTask(Task):
   # -- prediction ------------------------------------------------------------------------------------
 
   def _pair_batches(self, encoded: list[tuple[list[int], list[int]]], batch_size: int):
-    """Batches of the encoded pairs, bucketed by length as training batches are."""
+    """Batches of the encoded pairs, bucketed and packed as the pipeline's batches are."""
     bounds = self.config.data.boundaries or quarter_boundaries(self.config.data.max_len)
-    ragged = {"a": [a for a, _ in encoded], "b": [b for _, b in encoded]}
-    ragged["pair"] = [[CLS_ID, *a, SEP_ID, *b, SEP_ID] for a, b in encoded]
-    ragged["segments"] = [[0] * (len(a) + 2) + [1] * (len(b) + 1) for a, b in encoded]
+    a = Ragged.from_sequences([a for a, _ in encoded])
+    b = Ragged.from_sequences([b for _, b in encoded])
+    pair, segments = join_pairs(a, b)  # [CLS] a [SEP] b [SEP] and its segment ids
+    packed_bounds = tuple(pair_width(width) for width in bounds)
     batcher = Batcher(
-        ragged, {"index": np.arange(len(encoded), dtype=np.int32)},
-        boundaries={"a": bounds, "b": bounds, "pair": tuple(2 * w + 3 for w in bounds),
-                    "segments": tuple(2 * w + 3 for w in bounds)},
-        batch_size=batch_size,
-        length_keys={"a": "a_len", "b": "b_len", "pair": "pair_len", "segments": None},
-        process_index=0, process_count=1)
+        {"a": a, "b": b, "pair": pair, "segments": segments},
+        {"index": np.arange(len(encoded), dtype=np.int32)},
+        boundaries={"a": bounds, "b": bounds, "pair": packed_bounds, "segments": packed_bounds},
+        batch_size=batch_size, length_keys=MatchingData.length_keys, process_index=0,
+        process_count=1)
     return batcher.eval_batches()
 
   def probabilities(self, params, pairs: Sequence[tuple[str, str]],
