@@ -99,11 +99,11 @@ def predict(args: argparse.Namespace, console: Console) -> int:
                        f"the first {limit}")
     predictions = task.predict(run.params, pairs)
   if args.heatmap is not None and args.head is not None:
-    heads = next(iter(predictions[0].attention.values())).shape
     if "self_attention" not in predictions[0].attention:
       raise UsageError("--head applies to Transformer runs only")
-    if not -heads[1] <= args.head < heads[1]:
-      raise UsageError(f"--head must lie in [0, {heads[1]}), got {args.head}")
+    heads = predictions[0].attention["self_attention"].shape[1]  # (layers, H, n, n)
+    if not 0 <= args.head < heads:
+      raise UsageError(f"--head must lie in [0, {heads}), got {args.head}")
   paths = plots.numbered_paths(args.heatmap, len(predictions))
   for prediction, path in zip(predictions, paths):
     label = int(prediction.probability >= args.threshold)

@@ -37,9 +37,8 @@ from pipelines.tasks.matching import MatchingData
 from pipelines.tasks.matching import MatchingOptions
 from pipelines.tasks.matching import join_pairs
 from pipelines.tasks.matching import pair_width
-from pipelines.vocab import BOS_ID, EOS_ID, UNK_ID
+from pipelines.vocab import EOS_ID, UNK_ID
 
-CLS_ID, SEP_ID = BOS_ID, EOS_ID  # the pipeline's [CLS] and [SEP]
 LABELS = ("different", "same")
 HEATMAP_FILE = "attention.png"
 DEMO_PAIR = ("花呗怎么还款", "怎么还花呗")
@@ -86,21 +85,16 @@ def pack_pairs(a_ids: Sequence[Sequence[int]], b_ids: Sequence[Sequence[int]],
     'a' int32 (N, La), 'a_len' (N,), 'b' (N, Lb), 'b_len' (N,), 'pair' (N, La + Lb + 3):
     [CLS] a [SEP] b [SEP] padded with 0, 'pair_len' (N,), 'segments' (N, La + Lb + 3).
   """
-  count = len(a_ids)
-  a_width = max(len(x) for x in a_ids) if a_width is None else a_width
-  b_width = max(len(x) for x in b_ids) if b_width is None else b_width
-  out = {"a": np.zeros((count, a_width), np.int32), "b": np.zeros((count, b_width), np.int32),
-         "pair": np.zeros((count, a_width + b_width + 3), np.int32),
-         "segments": np.zeros((count, a_width + b_width + 3), np.int32)}
-  for row, (a, b) in enumerate(zip(a_ids, b_ids)):
-    out["a"][row, :len(a)] = a
-    out["b"][row, :len(b)] = b
-    packed = [CLS_ID, *a, SEP_ID, *b, SEP_ID]
-    out["pair"][row, :len(packed)] = packed
-    out["segments"][row, len(a) + 2:len(packed)] = 1
-  out["a_len"] = np.array([len(a) for a in a_ids], np.int32)
-  out["b_len"] = np.array([len(b) for b in b_ids], np.int32)
-  out["pair_len"] = out["a_len"] + out["b_len"] + 3
+  a, b = Ragged.from_sequences(a_ids), Ragged.from_sequences(b_ids)
+  pair, segments = join_pairs(a, b)  # the pipeline's packing, [CLS] = bos, [SEP] = eos
+  a_width = int(a.lengths.max()) if a_width is None else a_width
+  b_width = int(b.lengths.max()) if b_width is None else b_width
+  rows = np.arange(len(a))
+  out = {}
+  for name, seqs, width in [("a", a, a_width), ("b", b, b_width),
+                            ("pair", pair, a_width + b_width + 3)]:
+    out[name], out[f"{name}_len"] = seqs.padded(rows, width)
+  out["segments"], _ = segments.padded(rows, a_width + b_width + 3)
   return out
 
 
