@@ -376,12 +376,6 @@ class PretrainTask(MatchingTask):
     tc = self.config.train
     return self.data.pretraining_batcher(tc.batch_size).train_batches(tc.seed)
 
-  @property
-  def steps_per_epoch(self) -> int:
-    if self._steps_per_epoch is None:
-      self._steps_per_epoch = self.train_batches().batches_per_epoch
-    return self._steps_per_epoch
-
   def loss(self, params, batch, rng):
     mask_rate = self.config.model.mask_rate
     if rng is None:  # evaluation: the same positions every time for the same examples
