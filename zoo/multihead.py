@@ -145,21 +145,23 @@ class MultiHeadAttention(nn.Module):
   Dkv = inputs_kv width, Dh = qkv_features // num_heads, Hkv = num_kv_heads):
     query/kernel (D, H, Dh), key/kernel and value/kernel (Dkv, Hkv, Dh), biases (H, Dh) and
     (Hkv, Dh); out/kernel (H, Dh, D_out), out/bias (D_out,); plus 'score' (each leaf with a leading
-    head axis H) for the scores with parameters ('additive', 'bilinear', 'concat').
+    head axis H) for the scores with parameters ('additive', 'bilinear', 'concat',
+    'concat_linear').
 
   Attributes:
     num_heads: H.
     qkv_features: H * Dh, the width of queries, keys and values together; default D.
     out_features: D_out; default D.
-    score: one of zoo.SCORE_NAMES ('dot', 'scaled_dot', 'additive', 'bilinear', 'concat').
+    score: one of zoo.SCORE_NAMES ('dot', 'scaled_dot', 'additive', 'bilinear', 'concat',
+      'concat_linear').
     dropout_rate: dropout on the attention weights (active with deterministic=False; it needs a
       'dropout' rng).
     use_bias: whether the four projections have biases.
     dtype: the dtype of the computation.
-    implementation: 'vmap' (the explicit per-head function), 'fused'
-      (jax.nn.dot_product_attention, cuDNN on a GPU where it applies; only for
-      score='scaled_dot', no weights, no dropout) or 'auto' (per call: 'fused' on a GPU where it
-      applies, 'vmap' otherwise).
+    implementation: 'auto' (the default: per call, 'fused' on a GPU where it applies, 'vmap'
+      otherwise, so always 'vmap' on the CPU), 'vmap' (the explicit per-head function) or
+      'fused' (jax.nn.dot_product_attention, cuDNN on a GPU where it applies; only for
+      score='scaled_dot', no weights, no dropout).
     num_kv_heads: Hkv for grouped-query attention (default H): query heads h*G ... h*G + G - 1 with
       G = H // Hkv share key/value head h, which is read in place, never copied per query head.
       The 'score' parameters stay per query head (H, ...).
@@ -177,7 +179,7 @@ class MultiHeadAttention(nn.Module):
   dropout_rate: float = 0.0
   use_bias: bool = True
   dtype: Dtype = jnp.float32
-  implementation: str = "vmap"
+  implementation: str = "auto"
   num_kv_heads: int | None = None
   score_features: int | None = None
   param_dtype: Dtype = jnp.float32

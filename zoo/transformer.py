@@ -90,7 +90,7 @@ class _Sublayers(nn.Module):
     activation: the FFN's nonlinearity.
     qkv_features: H * Dh of every attention; default D.
     num_kv_heads: key/value heads of the self-attention and cross-attention (grouped-query).
-    implementation: 'vmap', 'fused' or 'auto' (see MultiHeadAttention).
+    implementation: 'auto' (the default), 'vmap' or 'fused' (see MultiHeadAttention).
     layer_norm_epsilon: LayerNorm's epsilon (1e-5, as PyTorch and Paddle).
     dtype: the dtype of the computation.
     param_dtype: the dtype parameters are stored in.
@@ -104,7 +104,7 @@ class _Sublayers(nn.Module):
   activation: Callable[[jax.Array], jax.Array] = nn.relu
   qkv_features: int | None = None
   num_kv_heads: int | None = None
-  implementation: str = "vmap"
+  implementation: str = "auto"
   layer_norm_epsilon: float = 1e-5
   dtype: Dtype = jnp.float32
   param_dtype: Dtype = jnp.float32

@@ -4,18 +4,26 @@
   BahdanauConfig     d2l's seq2seq with additive attention (translation).
   TransformerConfig  the Transformer encoder-decoder (translation and couplets).
   LuongConfig        the couplet chapter's LSTM seq2seq with input feeding and Luong attention.
+  PlainConfig        d2l's encoder-decoder without attention (the baseline of d2l's attention
+                     chapter).
 
 Every config also says whether the model wants one vocabulary for source and target
-(`shared_vocab`) and how much label smoothing its loss uses (`label_smoothing`).
+(`shared_vocab`), how much label smoothing its loss uses (`label_smoothing`) and how the loss
+reduces the masked token cross-entropies (`loss_reduction`, loss.REDUCTIONS: 'token_mean', the
+mean over the batch's target tokens, or 'sequence_sum', each sequence's sum averaged over the
+batch as the Paddle couplet chapter). A config.json saved before `loss_reduction` existed trained
+with 'token_mean' (OLD_RUN_VALUES, experiments/config.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Literal
+from typing import Any, Callable, ClassVar, Literal
 
 from experiments.seq2seq import models
 
+LossReduction = Literal["token_mean", "sequence_sum"]
+_OLD_RUN_VALUES = {"loss_reduction": "token_mean"}  # runs saved before the setting existed
 
 @dataclasses.dataclass
 class BahdanauConfig:
@@ -27,12 +35,16 @@ class BahdanauConfig:
     num_layers: LSTM layers in the encoder and in the decoder.
     dropout_rate: between LSTM layers and on the attention weights.
     label_smoothing: the share of the target probability spread uniformly over the vocabulary.
+    loss_reduction: 'token_mean' or 'sequence_sum' (see the module docstring).
   """
   embed_dim: int = 256
   hidden_size: int = 512
   num_layers: int = 2
   dropout_rate: float = 0.2
   label_smoothing: float = 0.0
+  loss_reduction: LossReduction = "token_mean"
+
+  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = _OLD_RUN_VALUES
 
   shared_vocab = False  # a joint English+French vocabulary is never needed
 
@@ -61,8 +73,11 @@ class TransformerConfig:
     tie_output: the output layer is the transposed target embedding (implied by
       share_embeddings).
     label_smoothing: the share of the target probability spread uniformly over the vocabulary.
-    implementation: 'vmap', 'fused' or 'auto' attention (zoo.MultiHeadAttention); heatmaps
-      always use 'vmap', which has the same parameters.
+    implementation: 'auto' (the default: the fused attention on a GPU where it applies, 'vmap'
+      elsewhere), 'vmap' or 'fused' (zoo.MultiHeadAttention); heatmaps always use 'vmap', which
+      has the same parameters. A run saved before 'auto' became the default keeps the 'vmap' its
+      config.json names; one saved before the setting existed ran with 'vmap' (OLD_RUN_VALUES).
+    loss_reduction: 'token_mean' or 'sequence_sum' (see the module docstring).
   """
   model_dim: int = 256
   num_heads: int = 8
@@ -75,7 +90,10 @@ class TransformerConfig:
   share_embeddings: bool = False
   tie_output: bool = False
   label_smoothing: float = 0.1
-  implementation: Literal["vmap", "fused", "auto"] = "vmap"
+  implementation: Literal["vmap", "fused", "auto"] = "auto"
+  loss_reduction: LossReduction = "token_mean"
+
+  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {"implementation": "vmap", **_OLD_RUN_VALUES}
 
   @property
   def shared_vocab(self) -> bool:
@@ -104,6 +122,7 @@ class LuongConfig:
     dropout_rate: between LSTM layers and on the decoder's top output.
     output_activation: 'none' as the chapter, or 'tanh' (Luong et al.'s attentional vector).
     label_smoothing: the share of the target probability spread over the vocabulary.
+    loss_reduction: 'token_mean' or 'sequence_sum' (the chapter's; see the module docstring).
   """
   embed_dim: int = 256
   hidden_size: int = 256
@@ -111,6 +130,9 @@ class LuongConfig:
   dropout_rate: float = 0.2
   output_activation: Literal["none", "tanh"] = "none"
   label_smoothing: float = 0.0
+  loss_reduction: LossReduction = "token_mean"
+
+  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = _OLD_RUN_VALUES
 
   shared_vocab = False  # couplets share a vocabulary because their data does, not the model
 
@@ -121,6 +143,39 @@ class LuongConfig:
                                dropout_rate=self.dropout_rate,
                                output_activation=self.output_activation, dtype=dtype,
                                param_dtype=param_dtype)
+
+
+@dataclasses.dataclass
+class PlainConfig:
+  """d2l's encoder-decoder without attention (models.PlainTranslator): an embedding and a
+  multi-layer LSTM encoder whose final state starts the decoder, and whose top layer's final h is
+  joined to the embedding at every decoder step (d2l 10.7, with LSTMs in place of its GRUs, as
+  BahdanauConfig).
+
+  Attributes:
+    embed_dim: token embedding width (source and target).
+    hidden_size: LSTM width of the encoder and decoder (the context's width too).
+    num_layers: LSTM layers in the encoder and in the decoder.
+    dropout_rate: between LSTM layers.
+    label_smoothing: the share of the target probability spread uniformly over the vocabulary.
+    loss_reduction: 'token_mean' or 'sequence_sum' (see the module docstring).
+  """
+  embed_dim: int = 256
+  hidden_size: int = 512
+  num_layers: int = 2
+  dropout_rate: float = 0.2
+  label_smoothing: float = 0.0
+  loss_reduction: LossReduction = "token_mean"
+
+  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = _OLD_RUN_VALUES
+  shared_vocab = False
+
+  def build(self, src_vocab_size: int, tgt_vocab_size: int, dtype: Any,
+            param_dtype: Any) -> models.Translator:
+    return models.PlainTranslator(
+        src_vocab_size, tgt_vocab_size, embed_dim=self.embed_dim, hidden_size=self.hidden_size,
+        num_layers=self.num_layers, dropout_rate=self.dropout_rate, dtype=dtype,
+        param_dtype=param_dtype)
 
 
 def decoding_defaults(configs: dict[str, Callable[[], Any]]) -> str:
