@@ -25,6 +25,14 @@
       `predict couplet`, `classify` = `predict sentiment`.
   list
       The registered experiments and their models.
+  serve --workdir RUN [--workdir RUN ...] [--host 127.0.0.1] [--port 8000] [--max-chars 5000]
+      The attention explorer (experiments/explorer/): a local web page over the trained runs, at
+      http://127.0.0.1:8000/ by default: each run's answer to an input as `predict` prints it,
+      and every attention of its model as heatmaps (every layer and head), two runs side by side,
+      and the zoo page (one zoo attention on typed numbers). Every run is loaded before the
+      server starts; a --workdir that is missing, not a run, or damaged is refused (exit 2).
+      Binds 127.0.0.1 unless --host says otherwise (with a note: others may then reach it);
+      nothing is fetched from the internet. Ctrl-C stops it.
 
 Experiments are found by the registry (experiments/registry.py): this module names none of them.
 What the commands print goes through experiments.console.Console (results on stdout, notes on
@@ -192,6 +200,16 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
         exp.add_predict_arguments(sub)
 
   commands.add_parser("list", help="list the experiments and their models")
+
+  serve = commands.add_parser("serve", help="the attention explorer: a local web page over "
+                              "trained runs")
+  serve.add_argument("--workdir", action="append", required=True, metavar="RUN",
+                     help="a trained run's directory (repeat for several runs)")
+  serve.add_argument("--host", default="127.0.0.1", help="the address to bind (default "
+                     "127.0.0.1: this machine only)")
+  serve.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
+  serve.add_argument("--max-chars", type=int, default=5000, help="the most characters of one "
+                     "input text (default 5000)")
   return parser
 
 
@@ -201,6 +219,29 @@ def _list(experiments: dict[str, registry.Experiment], console: Console) -> int:
     console.print(f"{name}: {models}")
   if not experiments:
     console.print("no experiments registered")
+  return 0
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _serve(args: argparse.Namespace, console: Console) -> int:
+  """`serve`: loads every run (a refused one: exit 2 before the server starts), then serves."""
+  # Only this command needs the explorer and its web libraries.
+  from experiments.explorer import service  # pylint: disable=g-import-not-at-top
+  try:
+    explorer = service.Explorer(args.workdir, service.Limits(max_chars=args.max_chars))
+  except service.RunRefusedError as e:
+    console.error(str(e))
+    return 2
+  import uvicorn  # pylint: disable=g-import-not-at-top
+  from experiments.explorer import app as app_lib  # pylint: disable=g-import-not-at-top
+  if args.host not in LOCAL_HOSTS:
+    console.note(f"note: binding {args.host}, not 127.0.0.1: other machines that reach this "
+                 "address can use the explorer")
+  runs_served = ", ".join(f"{r['experiment']} {r['model']}" for r in explorer.describe())
+  console.note(f"serving {runs_served} at http://{args.host}:{args.port}/ (Ctrl-C stops)")
+  uvicorn.run(app_lib.create_app(explorer), host=args.host, port=args.port, log_level="warning")
   return 0
 
 
@@ -231,6 +272,12 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
                  "--optimizer.learning_rate=3e-4 (see --show-config for the names)")
   if args.command == "list":
     return _list(experiments, console)
+  if args.command == "serve":
+    if not 0 <= args.port <= 65535:
+      parser.error(f"--port must lie in [0, 65535], got {args.port}")
+    if args.max_chars < 1:
+      parser.error(f"--max-chars must be at least 1, got {args.max_chars}")
+    return _serve(args, console)
 
   # Argument errors (unknown experiment, model or config key, bad value) exit with status 2.
   try:

@@ -13,7 +13,8 @@ An experiment is a Python package (or module) that registers one `Experiment` wh
                                                      # (and evaluate_pairs, see Experiment)
 
 The engine never names an experiment. It finds them
-  * among the packages inside `experiments/` (every one that registers an experiment on import),
+  * among the packages inside `experiments/` (every one that registers an experiment on import;
+    the TOOL_PACKAGES, such as the explorer, are not experiments and are never imported here),
   * through the entry-point group `attention_zoo.experiments` of installed distributions
     (`[project.entry-points."attention_zoo.experiments"] myexp = "mypackage.myexp"`),
   * by import: an unknown experiment name is imported as a module (`train mypackage.myexp`, or
@@ -98,12 +99,17 @@ def unregister(name: str) -> None:
   _EXPERIMENTS.pop(name, None)
 
 
+# Packages inside experiments/ that are tools over trained runs, not experiments: discovery never
+# imports them (the explorer's web server and its libraries are loaded by `serve` alone).
+TOOL_PACKAGES = frozenset({"explorer"})
+
+
 def builtin_modules() -> list[str]:
   """The packages inside experiments/ (each may register an experiment when imported; a shared
-  package such as seq2seq registers none)."""
+  package such as seq2seq registers none), less the TOOL_PACKAGES."""
   package = importlib.import_module("experiments")
   return [f"experiments.{info.name}" for info in pkgutil.iter_modules(package.__path__)
-          if info.ispkg]
+          if info.ispkg and info.name not in TOOL_PACKAGES]
 
 
 def entry_point_modules() -> list[str]:

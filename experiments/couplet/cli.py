@@ -35,6 +35,7 @@ from experiments.console import cut_notice
 from experiments.console import input_errors
 from experiments.couplet.configs import CONFIGS
 from experiments.couplet.form import FormOptions
+from experiments.couplet.task import Generation
 from pipelines import text as text_lib
 from experiments.seq2seq import configs as seq2seq_configs
 
@@ -98,11 +99,34 @@ def first_characters(upper: str, count: int) -> str:
 
 def predict(args: argparse.Namespace, console: Console) -> int:
   """Generates lower lines for args.inputs with the run in args.workdir; returns the exit status."""
+  check_options(args)
+  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="couplet",
+                      command="couplet")
+  answer(run, args, console)
+  return 0
+
+
+def check_options(args: argparse.Namespace) -> None:
+  """The UsageError of a --num-results or --beam-size below 1 (before any run is loaded)."""
   if args.num_results < 1 or (args.beam_size is not None and args.beam_size < 1):
     raise UsageError(f"--num-results and --beam-size must be at least 1, got {args.num_results} "
                      f"and {args.beam_size}")
-  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="couplet",
-                      command="couplet")
+
+
+def format_generation(generation: Generation, num_results: int) -> list[str]:
+  """The lines `couplet` prints for one upper line: its best lower line, or with num_results > 1
+  one `rank<TAB>line<TAB>log-probability` line per result (without the blank line between upper
+  lines)."""
+  if num_results == 1:
+    return [spaced_like(generation.upper, generation.lines[0])]
+  return [f"{rank}\t{spaced_like(generation.upper, line)}\t{score:.4f}"
+          for rank, (line, score) in enumerate(zip(generation.lines, generation.scores), start=1)]
+
+
+def answer(run: runs.Run, args: argparse.Namespace, console: Console) -> list[Generation]:
+  """What `predict` does once the options are checked and the run loaded (the explorer calls it
+  too): cuts too long upper lines (with a note), generates, prints the lines through `console`
+  and returns the generations (args.inputs is replaced by the upper lines as read)."""
   most = run.task.config.data.max_len - 1  # the characters the model reads (then eos)
   uppers = []
   for number, upper in enumerate(args.inputs, start=1):
@@ -120,15 +144,12 @@ def predict(args: argparse.Namespace, console: Console) -> int:
   for i, (generation, path) in enumerate(zip(generations, paths)):
     if i and args.num_results > 1:
       console.print("")
-    if args.num_results == 1:
-      console.print(spaced_like(generation.upper, generation.lines[0]))
-    else:
-      for rank, (line, score) in enumerate(zip(generation.lines, generation.scores), start=1):
-        console.print(f"{rank}\t{spaced_like(generation.upper, line)}\t{score:.4f}")
+    for line in format_generation(generation, args.num_results):
+      console.print(line)
     if generation.unknown:
       console.note(f"characters outside the vocabulary (read as <unk>): "
                    f"{' '.join(dict.fromkeys(generation.unknown))}")
     if path is not None:
       run.task.draw_heatmap(run.params, generation, path)
       console.note(f"attention heatmap saved to {path}")
-  return 0
+  return generations

@@ -34,6 +34,7 @@ from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import input_errors
 from experiments.matching import metrics as metrics_lib
+from experiments.matching.task import Prediction
 from pipelines.tasks.matching import read_pairs_tsv
 
 
@@ -84,10 +85,31 @@ def parse_pairs(inputs: list[str], from_file: str | None) -> list[tuple[str, str
 
 def predict(args: argparse.Namespace, console: Console) -> int:
   """Classifies the pairs of args.inputs with the run in args.workdir; returns the exit status."""
-  if not 0.0 <= args.threshold <= 1.0:
-    raise UsageError(f"--threshold must lie in [0, 1], got {args.threshold}")
+  check_options(args)
   pairs = parse_pairs(list(args.inputs), args.input_file)
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="matching")
+  answer(run, pairs, args, console)
+  return 0
+
+
+def check_options(args: argparse.Namespace) -> None:
+  """The UsageError of a --threshold outside [0, 1] (before any run is loaded)."""
+  if not 0.0 <= args.threshold <= 1.0:
+    raise UsageError(f"--threshold must lie in [0, 1], got {args.threshold}")
+
+
+def format_prediction(prediction: Prediction, threshold: float) -> str:
+  """The line `predict` prints for one pair: `label<TAB>probability` (label 1 where p(same) >=
+  threshold)."""
+  label = int(prediction.probability >= threshold)
+  return f"{label}\t{prediction.probability:.4f}"
+
+
+def answer(run: runs.Run, pairs: list[tuple[str, str]], args: argparse.Namespace,
+           console: Console) -> list[Prediction]:
+  """What `predict` does once the options are checked, the pairs parsed and the run loaded (the
+  explorer calls it too): classifies the pairs, prints the lines through `console` and returns
+  the predictions."""
   task = run.task
   limit = task.config.data.max_len
   with input_errors():
@@ -106,8 +128,7 @@ def predict(args: argparse.Namespace, console: Console) -> int:
       raise UsageError(f"--head must lie in [0, {heads}), got {args.head}")
   paths = plots.numbered_paths(args.heatmap, len(predictions))
   for prediction, path in zip(predictions, paths):
-    label = int(prediction.probability >= args.threshold)
-    console.print(f"{label}\t{prediction.probability:.4f}")
+    console.print(format_prediction(prediction, args.threshold))
     unknown = [t for side, flags in zip(prediction.tokens, prediction.unknown)
                for t, u in zip(side, flags) if u]
     if unknown:
@@ -119,7 +140,7 @@ def predict(args: argparse.Namespace, console: Console) -> int:
           raise UsageError(f"--layer must lie in [{-layers}, {layers}), got {args.layer}")
       task.draw_heatmap(prediction, path, layer=args.layer, head=args.head)
       console.note(f"heatmap saved to {path}")
-  return 0
+  return predictions
 
 
 def evaluate_pairs(args: argparse.Namespace, console: Console) -> int:

@@ -64,6 +64,13 @@ def format_prediction(prediction: Prediction) -> list[str]:
 def predict(args: argparse.Namespace, console: Console) -> int:
   """Classifies args.inputs with the run in args.workdir; returns the exit status."""
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="sentiment")
+  answer(run, args, console)
+  return 0
+
+
+def answer(run: runs.Run, args: argparse.Namespace, console: Console) -> list[Prediction]:
+  """What `predict` does once the run is loaded (the explorer calls it too): classifies
+  args.inputs, prints the lines through `console` and returns the predictions."""
   with input_errors():  # a text with no words
     predictions = run.task.predict(run.params, list(args.inputs))
   for number, (text, prediction) in enumerate(zip(args.inputs, predictions), start=1):
@@ -80,4 +87,4 @@ def predict(args: argparse.Namespace, console: Console) -> int:
     if path is not None:
       run.task.draw_heatmap(prediction, path)
       console.note(f"heatmap saved to {path}")
-  return 0
+  return predictions

@@ -10,6 +10,7 @@ reads or tokenizes IMDB.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 from typing import Any, Sequence
@@ -197,6 +198,45 @@ class SentimentTask(Task):
       out.append(Prediction(text, words, [i == UNK_ID for i in ids], label,
                             float(probs[row, label]), per_word[row, :n], attention))
     return out
+
+  def attention_maps(self, params, prediction: Prediction) -> dict[str, np.ndarray]:
+    """Every attention of the model over one prediction's n words, without padding.
+
+    Returns:
+      {'pooling': float32 (1, 1, 1, n)} for the pooling models (one query: the learned pooling
+      query, or mean pooling's uniform weights), or {'self_attention': float32 (layers, H, n, n)}
+      for the self-attention models: every layer's and head's weights, queries x keys (the
+      heatmap's picture is their last layer's mean over heads).
+    """
+    words = prediction.words
+    ids = self.vocab.encode(words)
+    tokens = np.asarray([ids], np.int32)  # (1, n)
+    bigrams = None
+    if self.bigram_vocab is not None:
+      bigrams = np.asarray([self.bigram_vocab.encode(text_lib.word_bigrams(words))], np.int32)
+    maps = self._attention_maps(params, tokens, np.asarray([len(ids)], np.int32), bigrams)
+    return {name: np.asarray(w, np.float32)[0] for name, w in maps.items()}
+
+  @functools.partial(jax.jit, static_argnums=0)
+  def _attention_maps(self, params, tokens: jax.Array, lengths: jax.Array,
+                      bigrams: jax.Array | None) -> dict[str, jax.Array]:
+    """tokens (B, L) -> {'pooling': (B, 1, 1, 1, L)} or {'self_attention': (B, layers, H, L, L)}."""
+    extra = {} if bigrams is None else {"bigrams": bigrams}
+    # The Transformer's blocks sow their weights; the one zoo.MultiHeadAttention of the other
+    # self-attention models (named 'attention') has its output (values, weights) captured.
+    capture = lambda module, method: module.name == "attention" and method == "__call__"
+    (_, weights), state = self.model.apply({"params": params}, tokens, lengths,
+                                           deterministic=True, mutable=["intermediates"],
+                                           capture_intermediates=capture, **extra)
+    sown = state.get("intermediates", {})
+    if "encoder" in sown:  # TransformerClassifier: one entry per block
+      blocks = sorted(sown["encoder"], key=lambda name: int(name.rsplit("_", 1)[1]))
+      layers = [sown["encoder"][name]["self_attention_weights"][-1] for name in blocks]
+    elif "attention" in sown:  # BiLSTMSelfAttention, SANet: (B, H, L, L) from return_weights
+      layers = [sown["attention"]["__call__"][-1][1]]
+    else:
+      return {"pooling": weights.astype(jnp.float32)[:, None, None, None, :]}
+    return {"self_attention": jnp.stack(layers, axis=1).astype(jnp.float32)}
 
   def probabilities(self, params, texts: Sequence[str], batch_size: int = 256,
                     progress: bool = False) -> tuple[np.ndarray, np.ndarray]:

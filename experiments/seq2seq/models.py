@@ -17,6 +17,8 @@ Each wraps a Flax module and exposes pure functions of (params, arrays), safe to
   cross_attention(params, src, src_len, tgt_in)    -> (B, T, S) source-target weights (the
                                                       Transformer's: last decoder layer, mean
                                                       over heads)
+  attention_maps(params, src, src_len, tgt_in)     -> {name: (B, layers, H, Q, K)}: every
+                                                      attention, every layer and head
   init_decode_state(params, src, src_len, max_len) -> the zoo.search state (leading axis B)
   decode_step(params, state, tokens (N,))          -> (logits (N, V), state)
 
@@ -70,6 +72,14 @@ class Translator(abc.ABC):
   def cross_attention(self, params: Params, src: jax.Array, src_len: jax.Array,
                       tgt_in: jax.Array) -> jax.Array:
     """float (B, T, S): the weights over the source while predicting each target position."""
+
+  def attention_maps(self, params: Params, src: jax.Array, src_len: jax.Array,
+                     tgt_in: jax.Array) -> dict[str, jax.Array]:
+    """Every attention of the model under teacher forcing, float32 (B, layers, H, Q, K) each:
+    here the one source-target attention, 'cross_attention' (B, 1, 1, T, S); models with more
+    (the Transformer's self-attention, its every layer and head) override this."""
+    weights = self.cross_attention(params, src, src_len, tgt_in)  # (B, T, S)
+    return {"cross_attention": weights.astype(jnp.float32)[:, None, None]}
 
   @abc.abstractmethod
   def init_decode_state(self, params: Params, src: jax.Array, src_len: jax.Array,
@@ -128,14 +138,35 @@ class TransformerTranslator(Translator):
     return self.module.apply({"params": params}, src, tgt_in, src_len, deterministic=rng is None,
                              rngs=_dropout_rngs(rng))
 
-  def cross_attention(self, params, src, src_len, tgt_in):
+  def _sown(self, params, src, src_len, tgt_in) -> dict[str, Any]:
+    """The weights every attention sows under teacher forcing ('intermediates')."""
     # The fused path computes no weights; 'vmap' does, with the same parameters.
     module = self.module.clone(implementation="vmap")
     _, variables = module.apply({"params": params}, src, tgt_in, src_len,
                                 mutable=["intermediates"])
+    return variables["intermediates"]
+
+  def cross_attention(self, params, src, src_len, tgt_in):
     last = f"layers_{self.module.num_decoder_layers - 1}"
-    weights = variables["intermediates"]["decoder"][last]["cross_attention_weights"][0]
+    sown = self._sown(params, src, src_len, tgt_in)
+    weights = sown["decoder"][last]["cross_attention_weights"][0]  # (B, H, T, S)
     return jnp.mean(weights.astype(jnp.float32), axis=1)  # (B, H, T, S) -> (B, T, S)
+
+  def attention_maps(self, params, src, src_len, tgt_in):
+    """'encoder_self_attention' (B, layers, H, S, S), 'decoder_self_attention' (B, layers, H, T,
+    T) and 'cross_attention' (B, layers, H, T, S): every layer and head."""
+    sown = self._sown(params, src, src_len, tgt_in)
+
+    def stack(stack_name: str, count: int, weights_name: str) -> jax.Array:
+      layers = [sown[stack_name][f"layers_{i}"][weights_name][0] for i in range(count)]
+      return jnp.stack(layers, axis=1).astype(jnp.float32)  # (B, layers, H, Q, K)
+
+    m = self.module
+    return {"encoder_self_attention": stack("encoder", m.num_encoder_layers,
+                                            "self_attention_weights"),
+            "decoder_self_attention": stack("decoder", m.num_decoder_layers,
+                                            "self_attention_weights"),
+            "cross_attention": stack("decoder", m.num_decoder_layers, "cross_attention_weights")}
 
   def init_decode_state(self, params, src, src_len, max_len):
     return self.module.apply({"params": params}, src, src_len, max_len=max_len,

@@ -3,7 +3,8 @@
 A subclass (translation, couplet) says where its data and vocabularies come from and what it
 scores; this base builds the model from `config.model` (a configs.*Config) with the vocabulary
 sizes, and gives the engine `init`, the teacher-forced `loss` (loss.sequence_loss) and the
-perplexity, and the subclass batched decoding (`decode`) and attention weights (`attention`).
+perplexity, and the subclass batched decoding (`decode`) and attention weights (`attention`: the
+heatmap's; `attention_maps`: every attention, layer and head).
 
 Batches (pipelines' Seq2SeqData): 'src' int32 (B, S) (source ids and eos), 'src_len' (B,), 'tgt_in'
 (B, T) (bos and the target ids), 'tgt_out' (B, T) (the target ids and eos), 'tgt_len' (B,),
@@ -51,6 +52,11 @@ Decoded = tuple[list[list[int]], list[float]]
 @functools.partial(jax.jit, static_argnums=0)
 def _cross_attention(model, params, src, src_len, tgt_in) -> jax.Array:
   return model.cross_attention(params, src, src_len, tgt_in)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _attention_maps(model, params, src, src_len, tgt_in) -> dict[str, jax.Array]:
+  return model.attention_maps(params, src, src_len, tgt_in)
 
 
 class Seq2SeqTask(Task):
@@ -253,14 +259,40 @@ class Seq2SeqTask(Task):
       src_ids: the source ids, eos included (S of them).
       target_ids: the target ids without bos and eos (T of them).
     """
+    src, src_len, tgt_in, (t, s) = self._teacher_forcing_inputs(src_ids, target_ids)
+    weights = _cross_attention(self.model, params, src, src_len, tgt_in)  # (1, T, S)
+    weights = np.asarray(jax.device_get(weights), np.float32)[0]
+    return weights[:t, :s]
+
+  def attention_maps(self, params: Any, src_ids: Sequence[int], target_ids: Sequence[int]
+                     ) -> dict[str, np.ndarray]:
+    """Every attention of the model, run as `attention` runs it, cut to the real tokens.
+
+    Returns:
+      float32 (layers, H, Q, K) per attention: 'cross_attention' (layers, H, T + 1, S) (the
+      recurrent models: (1, 1, T + 1, S), one row per decoding step), and for the Transformer
+      'encoder_self_attention' (layers, H, S, S) and 'decoder_self_attention' (layers, H, T + 1,
+      T + 1) over the decoder inputs bos + target_ids (causal: row t over inputs 0..t).
+    """
+    src, src_len, tgt_in, (t, s) = self._teacher_forcing_inputs(src_ids, target_ids)
+    maps = _attention_maps(self.model, params, src, src_len, tgt_in)
+    cut = {"encoder_self_attention": (s, s), "decoder_self_attention": (t, t),
+           "cross_attention": (t, s)}
+    out = {}
+    for name, weights in maps.items():
+      queries, keys = cut[name]
+      out[name] = np.asarray(jax.device_get(weights), np.float32)[0, :, :, :queries, :keys]
+    return out
+
+  def _teacher_forcing_inputs(self, src_ids: Sequence[int], target_ids: Sequence[int]):
+    """src (1, S), src_len (1,), tgt_in (1, T) (bos + target_ids), padded to the widest shapes
+    so that every sentence runs the same compiled program; and the real (T, S): target ids + 1
+    (their eos) and source ids."""
     src_ids = list(src_ids)[:self.max_source_len]
     target_ids = list(target_ids)[:self.max_target_len - 1]
-    # Padded to the widest shapes, so that every sentence runs the same compiled program.
     src = np.zeros((1, self.max_source_len), np.int32)  # (1, S)
     src[0, :len(src_ids)] = src_ids
     tgt_in = np.zeros((1, self.max_target_len), np.int32)  # (1, T), bos first
     tgt_in[0, :len(target_ids) + 1] = [BOS_ID, *target_ids]
-    weights = _cross_attention(self.model, params, src, np.array([len(src_ids)], np.int32),
-                               tgt_in)  # (1, T, S)
-    weights = np.asarray(jax.device_get(weights), np.float32)[0]
-    return weights[:len(target_ids) + 1, :len(src_ids)]
+    return (src, np.array([len(src_ids)], np.int32), tgt_in,
+            (len(target_ids) + 1, len(src_ids)))

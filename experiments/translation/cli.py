@@ -40,6 +40,7 @@ from experiments.console import input_errors
 from experiments.console import read_lines
 from experiments.seq2seq import configs as seq2seq_configs
 from experiments.translation.configs import CONFIGS
+from experiments.translation.task import Translation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,6 +57,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def predict(args: argparse.Namespace, console: Console) -> int:
   """Translates args.inputs with the run in args.workdir; returns the exit status."""
+  check_options(args)
+  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="translation",
+                      command="translate")
+  answer(run, args, console)
+  return 0
+
+
+def check_options(args: argparse.Namespace) -> None:
+  """The UsageError of a combination of --beam-size, --num-results, --tsv and --length-penalty
+  that cannot be decoded (before any run is loaded)."""
   if (args.beam_size is not None and args.beam_size < 1) or args.num_results < 1:
     raise UsageError(f"--beam-size and --num-results must be at least 1, got {args.beam_size} "
                      f"and {args.num_results}")
@@ -68,8 +79,20 @@ def predict(args: argparse.Namespace, console: Console) -> int:
   if args.beam_size == 1 and args.length_penalty is not None:
     raise UsageError("--length-penalty applies to beam search only, not to --beam-size 1 "
                      "(greedy search)")
-  run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="translation",
-                      command="translate")
+
+
+def format_translation(translation: Translation, tsv: bool) -> list[str]:
+  """The lines `translate` prints for one input: its best translation, or with `tsv` one
+  `translation<TAB>score<TAB>input` line per alternative, best first."""
+  if not tsv:
+    return [translation.text]
+  return [f"{text}\t{value:.4f}\t{translation.source}"
+          for text, value in zip(translation.alternatives, translation.alternative_scores)]
+
+
+def answer(run: runs.Run, args: argparse.Namespace, console: Console) -> list[Translation]:
+  """What `predict` does once the options are checked and the run loaded (the explorer calls it
+  too): translates args.inputs, prints the lines through `console`, returns the translations."""
   task = run.task
   most = task.config.data.max_src_len - 1  # the source's tokens the model reads (then eos)
   for number, text in enumerate(args.inputs, start=1):
@@ -90,18 +113,15 @@ def predict(args: argparse.Namespace, console: Console) -> int:
                f"step {run.step}), {search}: {columns}")
   paths = plots.numbered_paths(args.heatmap, len(translations))
   for translation, path in zip(translations, paths):
-    if args.tsv:
-      for text, value in zip(translation.alternatives, translation.alternative_scores):
-        console.print(f"{text}\t{value:.4f}\t{translation.source}")
-    else:
-      console.print(translation.text)
+    for line in format_translation(translation, args.tsv):
+      console.print(line)
     if translation.unknown_source:
       console.note(f"unknown source words (read as <unk>): "
                    f"{', '.join(translation.unknown_source)}")
     if path is not None:
       task.draw_heatmap(translation, path)
       console.note(f"heatmap saved to {path}")
-  return 0
+  return translations
 
 
 def decoding(data, beam_size: int | None, length_penalty: float | None,

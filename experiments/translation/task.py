@@ -74,6 +74,8 @@ class Translation:
     alternative_scores: their ranking scores.
     attention: float (len(tokens), len(source_tokens)) source-target weights of the best
       hypothesis (row t: the weights while predicting tokens[t]), or None if not asked for.
+    source_ids: the source ids the model read (eos included).
+    target_ids: the best hypothesis's target ids (without bos and eos).
   """
   source: str
   source_tokens: list[str]
@@ -82,6 +84,8 @@ class Translation:
   alternatives: list[str]
   alternative_scores: list[float]
   attention: np.ndarray | None = None
+  source_ids: list[int] = dataclasses.field(default_factory=list)
+  target_ids: list[int] = dataclasses.field(default_factory=list)
 
   @property
   def text(self) -> str:
@@ -271,7 +275,8 @@ class TranslationTask(Seq2SeqTask):
           alternatives=[self.target_text(h) for h in found[:num_results]],
           alternative_scores=scores[:num_results],
           attention=(self.attention(params, ids, best)[:len(target)]
-                     if with_attention else None)))
+                     if with_attention else None),
+          source_ids=list(ids), target_ids=list(best)))
     return out
 
   def draw_heatmap(self, translation: Translation, path: str) -> str:

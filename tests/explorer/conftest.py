@@ -1,0 +1,63 @@
+"""Tiny runs of every experiment on the shipped samples, each trained once per test session.
+
+Each is a named run cut to a few steps of a model a few units wide (one device, quick compiles):
+the numbers are meaningless, what is tested is that the explorer answers as the command line
+does and that its attention maps are the model's.
+"""
+
+from __future__ import annotations
+
+import jax
+import pytest
+
+from experiments import runs
+from experiments import trainer
+
+ONE_STEP = ("--train.num_steps=1", "--train.batch_size=8", "--train.eval_batch_size=256",
+            "--train.log_every=1", "--train.progress_bar=False")
+
+TINY_RUNS = {
+    # name: (experiment, model, overrides)
+    "sentiment_transformer": ("sentiment", "transformer", (
+        "--model.embed_dim=8", "--model.num_layers=2", "--model.num_heads=2",
+        "--model.ffn_hidden=8", "--data.max_len=24", "--data.boundaries", "24")),
+    "sentiment_pooling": ("sentiment", "bilstm_attn_dot", (
+        "--model.embed_dim=8", "--model.hidden_size=4", "--data.max_len=24", "--data.boundaries",
+        "24")),
+    "translation_transformer": ("translation", "transformer", (
+        "--data.vocab_size=1501", "--model.model_dim=8", "--model.num_heads=2",
+        "--model.ffn_hidden=8", "--model.num_encoder_layers=2", "--model.num_decoder_layers=1",
+        "--data.max_src_len=8", "--data.max_tgt_len=8", "--data.boundaries=8",
+        "--data.decode_batch_size=8", "--data.beam_size=3", "--data.dev_bleu_examples=2",
+        "--data.test_bleu_examples=2")),
+    "couplet_lstm": ("couplet", "lstm", (
+        "--model.embed_dim=8", "--model.hidden_size=8", "--model.num_layers=1",
+        "--data.max_len=10", "--data.boundaries=10", "--data.dev_decode_examples=2",
+        "--data.test_decode_examples=0", "--data.beam_size=3", "--data.decode_batch_size=8")),
+    "matching_esim": ("matching", "esim", (
+        "--model.embed_dim=8", "--model.hidden_size=4", "--data.max_len=12",
+        "--data.boundaries=12")),
+    "matching_transformer": ("matching", "transformer", (
+        "--model.embed_dim=8", "--model.num_layers=2", "--model.num_heads=2",
+        "--model.ffn_hidden=8", "--data.max_len=12", "--data.boundaries=12")),
+}
+
+
+def train_tiny(root, name: str) -> str:
+  """Trains TINY_RUNS[name] into root/name; returns the run's directory."""
+  experiment, model, overrides = TINY_RUNS[name]
+  cfg = runs.make_config(experiment, model, overrides=[*ONE_STEP, *overrides])
+  workdir = str(root / name)
+  trainer.train(runs.make_task(cfg), cfg, workdir, devices=jax.devices()[:1])
+  return workdir
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory) -> dict[str, str]:
+  """name -> the directory of that tiny run, every one of TINY_RUNS trained once."""
+  jax.config.update("jax_disable_most_optimizations", True)  # each model compiles, runs little
+  root = tmp_path_factory.mktemp("explorer_runs")
+  try:
+    return {name: train_tiny(root, name) for name in TINY_RUNS}
+  finally:
+    jax.config.update("jax_disable_most_optimizations", False)
