@@ -8,8 +8,9 @@ Each module's docstring has its math; everything below is importable from `zoo` 
   masking         sequence_mask, masked_softmax (d2l's semantics), softmax_where, causal_mask,
                   key_padding_mask, lengths_to_mask, combine_masks
   scoring         scores of one example, (Q, Dq) x (K, Dk) -> (Q, K): dot_score, scaled_dot_score,
-                  additive_score(_projected), bilinear_score, concat_score; the modules
-                  holding their parameters, DotScore ... ConcatScore; make_score(name),
+                  additive_score(_projected), bilinear_score, concat_score,
+                  concat_linear_score; the modules holding their parameters, DotScore ...
+                  ConcatScore, ConcatLinearScore; make_score(name),
                   SCORE_NAMES
   attention       Attention: one head, any score by name, valid_lens or mask, dropout on weights
   pooling         AttentionPooling (a learned query), masked_mean_pool, masked_max_pool,
@@ -62,12 +63,14 @@ from zoo.positional import sinusoidal_encoding_at
 from zoo.scoring import SCORE_NAMES
 from zoo.scoring import AdditiveScore
 from zoo.scoring import BilinearScore
+from zoo.scoring import ConcatLinearScore
 from zoo.scoring import ConcatScore
 from zoo.scoring import DotScore
 from zoo.scoring import ScaledDotScore
 from zoo.scoring import additive_score
 from zoo.scoring import additive_score_projected
 from zoo.scoring import bilinear_score
+from zoo.scoring import concat_linear_score
 from zoo.scoring import concat_score
 from zoo.scoring import dot_score
 from zoo.scoring import make_score

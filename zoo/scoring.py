@@ -9,6 +9,7 @@ scores (Q, K), with its parameters passed in explicitly:
   additive_score_projected(qh, kh, v)    v^T tanh(qh + kh)          (the same, from W_q q and W_k k)
   bilinear_score(q, k, w)                q^T W k                    (Luong's "general")
   concat_score(q, k, w, v)               v^T tanh(W [q; k])         (Luong's "concat")
+  concat_linear_score(q, k, w)           w^T [q; k]                 (Gluon's SANet post's "concat")
 
 Each has a Flax module that holds its parameters and maps any leading axes with `jax.vmap` (the
 parameters shared across them): `__call__(q (..., Q, Dq), k (..., K, Dk)) -> (..., Q, K)`. Called on
@@ -140,6 +141,29 @@ def concat_score(q: jax.Array, k: jax.Array, w: jax.Array, v: jax.Array) -> jax.
   if w.shape[0] != dq + k.shape[-1]:
     raise ValueError(f"w: expected {dq + k.shape[-1]} rows (Dq + Dk), got shape {w.shape}")
   return additive_score(q, k, w[:dq], w[dq:], v)
+
+
+def concat_linear_score(q: jax.Array, k: jax.Array, w: jax.Array) -> jax.Array:
+  """Linear concat score of one example: w^T [q; k], with no tanh and no v.
+
+  The Gluon SANet post's "concat" score. It splits as w[:Dq] . q + w[Dq:] . k, a query term plus
+  a key term, so a softmax over the keys cancels the query term: every query gets the same
+  weights, those of a learned query dotted with the keys.
+
+  Args:
+    q: queries (Q, Dq).
+    k: keys (K, Dk).
+    w: (Dq + Dk,).
+
+  Returns:
+    scores (Q, K), `scores[i, j] = w[:Dq] . q[i] + w[Dq:] . k[j]`.
+  """
+  _check_pair(q, k, same_width=False)
+  checks.rank(w, 1, "w")
+  dq = q.shape[-1]
+  if w.shape[0] != dq + k.shape[-1]:
+    raise ValueError(f"w: expected {dq + k.shape[-1]} entries (Dq + Dk), got shape {w.shape}")
+  return (q @ w[:dq])[:, None] + (k @ w[dq:])[None, :]  # (Q, 1) + (1, K)
 
 
 def _map_leading(fn: Callable[[jax.Array, jax.Array], jax.Array], q, k) -> jax.Array:
@@ -331,12 +355,25 @@ class ConcatScore(_HiddenScore):
     return self._kernel("w", (dq + dk, hidden)), self._kernel("v", (hidden,), vector=True)
 
 
+class ConcatLinearScore(_Score):
+  """Linear concat score w^T [q; k]: q (..., Q, Dq), k (..., K, Dk) -> (..., Q, K).
+
+  Parameters: w (Dq + Dk,), initialized as a (Dq + Dk, 1) kernel. See concat_linear_score: under a
+  softmax over keys the weights do not depend on the query.
+  """
+  score_fn = staticmethod(concat_linear_score)
+
+  def _score_params(self, dq, dk):
+    return (self._kernel("w", (dq + dk,), vector=True),)
+
+
 _SCORES: dict[str, type[_Score]] = {
     "dot": DotScore,
     "scaled_dot": ScaledDotScore,
     "additive": AdditiveScore,
     "bilinear": BilinearScore,
     "concat": ConcatScore,
+    "concat_linear": ConcatLinearScore,
 }
 SCORE_NAMES: tuple[str, ...] = tuple(_SCORES)
 
@@ -352,8 +389,8 @@ def make_score(name: str, /, **kwargs) -> nn.Module:
   """Builds the score module called `name`.
 
   Args:
-    name: one of SCORE_NAMES: 'dot', 'scaled_dot', 'additive', 'bilinear', 'concat'
-      (positional-only, so `name=` in kwargs names the Flax submodule).
+    name: one of SCORE_NAMES: 'dot', 'scaled_dot', 'additive', 'bilinear', 'concat',
+      'concat_linear' (positional-only, so `name=` in kwargs names the Flax submodule).
     **kwargs: module fields (dtype, param_dtype, kernel_init, name, and `features` for 'additive'
       and 'concat'). `features=None` is accepted (and ignored) by every score, so callers can pass
       their hidden-size setting through unconditionally; a non-None `features` for a score without

@@ -1,4 +1,4 @@
-"""How the BiLSTM classifiers initialize their parameters: flax's defaults, or the chapter's.
+"""How the classifiers initialize their parameters: flax's defaults, the chapter's, or Gluon's.
 
 The nndl chapter trains its models in PaddlePaddle 2.x and leaves every initializer at the
 framework's default except its pooling query's, and those defaults are not flax's:
@@ -25,6 +25,9 @@ accuracy in each of three seeds, while swapping one part (the embedding table, t
 pooling query's initializers) moved it by half a point or more in some seeds, in either direction,
 and the dense kernels' by less than 0.1 point: the parts act together.
 
+'gluon' is the Gluon SANet post's `net.initialize(init.Uniform(0.1))`: MXNet's initializer draws
+every weight (embedding, LSTM, dense kernels, query) uniform on +- 0.1 and leaves biases zero.
+
 `named(name)` returns the `Initializers` of a name: one of NAMES, or for an ablation one of them
 with parts taken from the other, '+'-joined as `<source>_<part>` with a part of PARTS:
 'paddle+flax_embedding' is the chapter's initialization with flax's embedding table,
@@ -44,7 +47,7 @@ import jax.numpy as jnp
 import zoo
 
 Initializer = Callable[..., jax.Array]
-NAMES = ("flax", "paddle")
+NAMES = ("flax", "paddle", "gluon")
 
 
 class Initializers(NamedTuple):
@@ -94,7 +97,15 @@ PADDLE = Initializers(embedding=nn.initializers.xavier_uniform(), lstm=paddle_ls
                       query=symmetric_uniform(0.5))
 
 
-BASES = {"flax": FLAX, "paddle": PADDLE}  # by name, in NAMES order
+# MXNet's init.Uniform(0.1) as the Gluon post applies it: every weight +- 0.1, biases zero.
+GLUON = Initializers(embedding=symmetric_uniform(0.1),
+                     lstm=lambda hidden_size: zoo.LSTMInit(kernel=symmetric_uniform(0.1),
+                                                           recurrent_kernel=symmetric_uniform(0.1),
+                                                           bias=nn.initializers.zeros_init()),
+                     dense_kernel=symmetric_uniform(0.1), query=symmetric_uniform(0.1))
+
+
+BASES = {"flax": FLAX, "paddle": PADDLE, "gluon": GLUON}  # by name, in NAMES order
 PARTS = Initializers._fields  # what an ablation name can take from the other base
 
 

@@ -17,14 +17,17 @@ word's embedding and must be called with `bigrams=`.
 
 The models (the nndl chapter 8 comparison and the Gluon SANet post):
   BiLSTMMeanPool       embedding -> BiLSTM -> masked mean pooling -> dense
-  BiLSTMAttentionPool  embedding -> BiLSTM -> zoo.AttentionPooling (any score) -> dense
+  BiLSTMAttentionPool  embedding -> BiLSTM (-> zoo.SimpleSelfAttention) -> zoo.AttentionPooling
+                       (any score) -> dense
   BiLSTMSelfAttention  embedding -> BiLSTM -> zoo.MultiHeadAttention -> masked mean pooling -> dense
   SANet                embedding (+ sinusoidal positions) -> zoo.MultiHeadAttention -> masked mean
-                       pooling -> dropout -> dense
+                       pooling over positions (or the Gluon post's mean over features) -> dropout
+                       -> dense
   TransformerClassifier  embedding + positions -> Transformer encoder blocks -> masked mean
                        pooling -> dense
-  NgramAttentionPool   word (+ bigram) embeddings -> zoo.AttentionPooling -> dense: a bag of
-                       n-grams weighted by attention (fastText with a learned pooling query)
+  NgramAttentionPool   word (+ bigram) embeddings (+ sinusoidal positions) -> zoo.AttentionPooling
+                       -> dense: a bag of n-grams weighted by attention (fastText with a learned
+                       pooling query); without bigrams, nndl's attention layer without the LSTM
 """
 
 from __future__ import annotations
@@ -223,16 +226,23 @@ class BiLSTMAttentionPool(_BiLSTMModel):
 
   Attributes:
     score: the pooling score, one of zoo.SCORE_NAMES ('additive', 'dot', 'scaled_dot',
-      'bilinear', 'concat').
+      'bilinear', 'concat', 'concat_linear').
     score_features: hidden size of the 'additive' / 'concat' scores (None: the BiLSTM width 2H).
+    self_attention: put zoo.SimpleSelfAttention, softmax(X X^T) X over the real words with no
+      parameters, between the BiLSTM and the pooling (an nndl chapter 8 exercise); the weights
+      returned stay the pooling's.
   """
   score: str = "additive"
   score_features: int | None = None
+  self_attention: bool = False
 
   @nn.compact
   def __call__(self, tokens: jax.Array, lengths: jax.Array, *, bigrams: jax.Array | None = None,
                deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
     outputs = self.encode(tokens, lengths, bigrams, deterministic)  # (B, L, 2H)
+    if self.self_attention:
+      outputs, _ = zoo.SimpleSelfAttention(dtype=self.encoder.dtype, name="self_attention")(
+          outputs, lengths)  # (B, L, 2H), (B, L, L)
     init = self.encoder.initializers
     pooled, weights = zoo.AttentionPooling(
         score=self.score, features=self.score_features, dtype=self.encoder.dtype,
@@ -251,10 +261,13 @@ class BiLSTMSelfAttention(_BiLSTMModel):
     num_heads: H; the 2H-wide BiLSTM outputs are split into num_heads heads.
     score: the per-head score (zoo.SCORE_NAMES); 'scaled_dot' by default.
     attention_dropout: dropout on the attention weights (training only).
+    use_bias: whether the query, key, value and output projections have biases (the nndl chapter's
+      have none).
   """
   num_heads: int = 8
   score: str = "scaled_dot"
   attention_dropout: float = 0.0
+  use_bias: bool = True
 
   @nn.compact
   def __call__(self, tokens: jax.Array, lengths: jax.Array, *, bigrams: jax.Array | None = None,
@@ -262,7 +275,7 @@ class BiLSTMSelfAttention(_BiLSTMModel):
     outputs = self.encode(tokens, lengths, bigrams, deterministic)  # (B, L, 2H)
     attended, weights = zoo.MultiHeadAttention(
         self.num_heads, score=self.score, dropout_rate=self.attention_dropout,
-        dtype=self.encoder.dtype, param_dtype=self.encoder.param_dtype,
+        use_bias=self.use_bias, dtype=self.encoder.dtype, param_dtype=self.encoder.param_dtype,
         kernel_init=self.encoder.initializers.dense_kernel, name="attention")(
             outputs, valid_lens=lengths, deterministic=deterministic,
             return_weights=True)  # (B, L, 2H), (B, H, L, L)
@@ -277,33 +290,60 @@ def _head_mean(weights: jax.Array, lengths: jax.Array) -> jax.Array:
   return jnp.where(rows[:, :, None], mean, 0.0)
 
 
+def _add_positions(module: nn.Module, x: jax.Array) -> jax.Array:
+  """x (B, L, D) scaled by sqrt(D) (so the embedding is not drowned by the unit-size sinusoids),
+  plus the sinusoidal position encoding: (B, L, D)."""
+  x = x * jnp.asarray(math.sqrt(x.shape[-1]), x.dtype)
+  return zoo.SinusoidalPositionEncoding(max_len=max(x.shape[1], 1), dtype=module.dtype,
+                                        name="positions")(x)
+
+
 def _embed_with_positions(module: nn.Module, tokens, width: int, positions: bool,
-                          dropout_rate: float, deterministic: bool):
-  """Embeds tokens (B, L) into (B, L, D); with `positions`, scales by sqrt(D) (so the embedding is
-  not drowned by the unit-size sinusoids) and adds the sinusoidal encoding; then dropout."""
+                          dropout_rate: float, deterministic: bool,
+                          embedding_init: inits.Initializer = nn.linear.default_embed_init):
+  """Embeds tokens (B, L) into (B, L, D) (table drawn by `embedding_init`); with `positions`,
+  `_add_positions`; then dropout."""
   x = nn.Embed(module.vocab_size, width, dtype=module.dtype, param_dtype=module.param_dtype,
-               name="embed")(tokens)  # (B, L, D)
+               embedding_init=embedding_init, name="embed")(tokens)  # (B, L, D)
   if positions:
-    x = x * jnp.asarray(math.sqrt(width), x.dtype)
-    x = zoo.SinusoidalPositionEncoding(max_len=max(tokens.shape[1], 1), dtype=module.dtype,
-                                       name="positions")(x)
+    x = _add_positions(module, x)
   return nn.Dropout(dropout_rate)(x, deterministic=deterministic)
+
+
+SANET_POOLINGS = ("mean", "gluon_ncw")
 
 
 class SANet(nn.Module):
   """A pure self-attention classifier (the Gluon SANet post): embedding, optional sinusoidal
-  position encoding, multi-head self-attention, masked global average pooling, dropout, dense.
+  position encoding, multi-head self-attention, global average pooling, dropout, dense.
 
   `__call__(tokens (B, L), lengths (B,), *, deterministic=True)
   -> (logits (B, 2), weights (B, L, L) averaged over heads)`.
 
+  Pooling: 'mean' averages the attended vectors (B, L, D) over the real positions into (B, D).
+  'gluon_ncw' is what the post's GlobalAvgPool1D does to its (B, 100, 128) tensor in Gluon's NCW
+  layout, which reads axis 1 as channels and averages axis 2: the mean over the D features of each
+  position, (B, L), zero at padded positions and zero-padded to (B, max_len), so the dense layer
+  weighs positions by where they stand in the review. The word weights of `word_weights` assume
+  'mean' pooling; under 'gluon_ncw' they are the attention's, not each word's share of the logit.
+
   Attributes:
     vocab_size: V.
-    embed_dim: D, the embedding and attention width.
-    num_heads: H (D must be divisible by H).
+    embed_dim: D, the embedding width (and the attention's output width).
+    num_heads: H (qkv_features must be divisible by H).
     position_encoding: add the sinusoidal position encoding to the (sqrt(D)-scaled) embeddings.
     dropout_rate: dropout on the embeddings and on the pooled vector.
     attention_dropout: dropout on the attention weights.
+    qkv_features: H * Dh, the width of the queries, keys and values of all heads together (None:
+      D); the post's heads project to Dh = 100 each (800 for 8 heads).
+    use_bias: whether the query, key, value and output projections have biases.
+    score: the per-head score (zoo.SCORE_NAMES).
+    pooling: 'mean' or 'gluon_ncw' (above).
+    max_len: the positions 'gluon_ncw' pooling feeds the dense layer (inputs may be shorter, never
+      longer); unused by 'mean'.
+    init_name: the parameters' initializers, a name of inits.named: 'flax' (flax's defaults),
+      'gluon' (the post's Uniform(0.1)); the embedding, the attention's kernels and the output
+      layer's. (Not `init`, the module's own method.)
     dtype, param_dtype: computation and storage dtypes.
   """
   vocab_size: int
@@ -314,21 +354,39 @@ class SANet(nn.Module):
   attention_dropout: float = 0.0
   dtype: Dtype = jnp.float32
   param_dtype: Dtype = jnp.float32
+  qkv_features: int | None = None
+  use_bias: bool = True
+  score: str = "scaled_dot"
+  pooling: str = "mean"
+  max_len: int = 256
+  init_name: str = "flax"
 
   @nn.compact
   def __call__(self, tokens: jax.Array, lengths: jax.Array, *,
                deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
     _check_inputs(tokens, lengths)
+    if self.pooling not in SANET_POOLINGS:
+      raise ValueError(f"pooling: unknown {self.pooling!r}; known are {', '.join(SANET_POOLINGS)}")
+    if self.pooling == "gluon_ncw" and tokens.shape[1] > self.max_len:
+      raise ValueError(f"tokens: pooling 'gluon_ncw' feeds max_len={self.max_len} positions to the "
+                       f"dense layer, got {tokens.shape[1]} (cut the reviews to max_len)")
+    init = inits.named(self.init_name)
     x = _embed_with_positions(self, tokens, self.embed_dim, self.position_encoding,
-                              self.dropout_rate, deterministic)  # (B, L, D)
+                              self.dropout_rate, deterministic, init.embedding)  # (B, L, D)
     attended, weights = zoo.MultiHeadAttention(
-        self.num_heads, dropout_rate=self.attention_dropout, dtype=self.dtype,
-        param_dtype=self.param_dtype, name="attention")(
+        self.num_heads, qkv_features=self.qkv_features, score=self.score,
+        dropout_rate=self.attention_dropout, use_bias=self.use_bias, dtype=self.dtype,
+        param_dtype=self.param_dtype, kernel_init=init.dense_kernel, name="attention")(
             x, valid_lens=lengths, deterministic=deterministic,
             return_weights=True)  # (B, L, D), (B, H, L, L)
-    pooled = zoo.masked_mean_pool(attended, lengths)  # (B, D)
-    logits = _Head(self.dropout_rate, self.dtype, self.param_dtype, name="head")(
-        pooled, deterministic=deterministic)
+    if self.pooling == "mean":
+      pooled = zoo.masked_mean_pool(attended, lengths)  # (B, D)
+    else:
+      real = zoo.sequence_mask(lengths, tokens.shape[1])  # (B, L)
+      per_position = jnp.where(real, jnp.mean(attended, axis=-1), 0.0)  # (B, L)
+      pooled = jnp.pad(per_position, ((0, 0), (0, self.max_len - tokens.shape[1])))  # (B, max_len)
+    logits = _Head(self.dropout_rate, self.dtype, self.param_dtype, init.dense_kernel,
+                   name="head")(pooled, deterministic=deterministic)
     return logits, _head_mean(weights, lengths)
 
 
@@ -404,6 +462,10 @@ class NgramAttentionPool(nn.Module):
     score_features: hidden size of the 'additive' / 'concat' scores (None: E).
     dropout_rate: dropout on the embeddings and on the pooled vector.
     dtype, param_dtype: computation and storage dtypes.
+    init_name: the parameters' initializers, a name of inits.named ('flax', 'paddle', 'gluon'):
+      the embedding tables, the pooling query and score kernels, the output layer.
+    position_encoding: add the sinusoidal position encoding to the (sqrt(E)-scaled) embeddings
+      before the dropout.
   """
   vocab_size: int
   embed_dim: int = 64
@@ -413,16 +475,22 @@ class NgramAttentionPool(nn.Module):
   dropout_rate: float = 0.0
   dtype: Dtype = jnp.float32
   param_dtype: Dtype = jnp.float32
+  init_name: str = "flax"
+  position_encoding: bool = False
 
   @nn.compact
   def __call__(self, tokens: jax.Array, lengths: jax.Array, *, bigrams: jax.Array | None = None,
                deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
     _check_inputs(tokens, lengths)
-    x = embed_words(self, tokens, bigrams)  # (B, L, E)
+    init = inits.named(self.init_name)
+    x = embed_words(self, tokens, bigrams, init.embedding)  # (B, L, E)
+    if self.position_encoding:
+      x = _add_positions(self, x)  # (B, L, E)
     x = nn.Dropout(self.dropout_rate)(x, deterministic=deterministic)
     pooled, weights = zoo.AttentionPooling(
         score=self.score, features=self.score_features, dtype=self.dtype,
-        param_dtype=self.param_dtype, name="pool")(x, lengths)  # (B, E), (B, L)
-    logits = _Head(self.dropout_rate, self.dtype, self.param_dtype, name="head")(
-        pooled, deterministic=deterministic)
+        param_dtype=self.param_dtype, query_init=init.query, kernel_init=init.dense_kernel,
+        name="pool")(x, lengths)  # (B, E), (B, L)
+    logits = _Head(self.dropout_rate, self.dtype, self.param_dtype, init.dense_kernel,
+                   name="head")(pooled, deterministic=deterministic)
     return logits, weights.astype(jnp.float32)

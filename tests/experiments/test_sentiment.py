@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +25,7 @@ from experiments.train_state import TrainState
 from pipelines import text as text_lib
 from pipelines.tasks import SentimentData
 from pipelines.vocab import Vocab
+import zoo
 
 B, L = 3, 11  # batch and padded width of the small batches
 LENGTHS = np.array([L, 4, 1], np.int32)
@@ -142,19 +144,144 @@ def test_train_then_predict_prints_label_and_word_weights(tmp_path, capsys, samp
   assert heatmap.exists() and heatmap.stat().st_size > 0
 
 
+# Each run under the chapter's protocol: the seed-recipe run it is made from and how its model
+# differs (None: the same model; the attention-only runs are checked below).
+NNDL_BASES = {"bilstm_mean_nndl": ("bilstm_mean", {}),
+              "bilstm_attn_additive_nndl": ("bilstm_attn_additive", {}),
+              "bilstm_attn_dot_nndl": ("bilstm_attn_dot", {}),
+              "bilstm_mha_nndl": ("bilstm_mha", {"use_bias": False}),
+              "bilstm_attn_scaled_dot_nndl": ("bilstm_attn_scaled_dot", {}),
+              "bilstm_attn_bilinear_nndl": ("bilstm_attn_bilinear", {}),
+              "bilstm_sa_attn_dot_nndl": ("bilstm_attn_dot", {"self_attention": True}),
+              "attn_dot_nndl": ("bilstm_attn_dot", None),
+              "attn_dot_pos_nndl": ("bilstm_attn_dot", None)}
+NNDL_EXERCISES = ["attn_dot_nndl", "attn_dot_pos_nndl", "bilstm_attn_bilinear_nndl",
+                  "bilstm_attn_scaled_dot_nndl", "bilstm_sa_attn_dot_nndl"]
+
+
 def test_nndl_runs_are_the_seed_models_under_the_chapters_protocol():
-  assert NNDL_RUNS == ["bilstm_attn_additive_nndl", "bilstm_attn_dot_nndl", "bilstm_mean_nndl",
-                       "bilstm_mha_nndl"]
+  assert NNDL_RUNS == sorted(NNDL_BASES)
   for name in NNDL_RUNS:
-    cfg, base = configs.CONFIGS[name](), configs.CONFIGS[name.removesuffix("_nndl")]()
-    assert cfg.model == base.model and cfg.optimizer == base.optimizer, name
+    cfg = configs.CONFIGS[name]()
+    base_name, model_change = NNDL_BASES[name]
+    base = configs.CONFIGS[base_name]()
+    if model_change is not None:
+      assert cfg.model == dataclasses.replace(base.model, **model_change), name
+    assert cfg.optimizer == base.optimizer, name
     assert base.data.protocol == "movie_dev" and base.train.eval_every is None, name
     assert cfg.data == dataclasses.replace(base.data, protocol="test_halves"), name
     assert cfg.train == dataclasses.replace(base.train, eval_every=10), name
     assert cfg.train.best_metric == "dev/accuracy" and cfg.train.best_mode == "max"
+    assert cfg.model.init == "paddle", name
     doc = configs.CONFIGS[name].__doc__  # the commands of the three seeds
     assert f"--model {name}" in doc and "for seed in 0 1 2" in doc
     assert f"{name}-seed$seed" in doc and "--train.seed $seed" in doc
+    if name in NNDL_EXERCISES:
+      assert "The chapter's test accuracy: none (an exercise)" in doc, name
+  attention_only = configs.CONFIGS["attn_dot_nndl"]().model
+  assert (attention_only.embed_dim, attention_only.score) == (128, "dot")
+  assert not attention_only.position_encoding
+  assert configs.CONFIGS["attn_dot_pos_nndl"]().model == dataclasses.replace(
+      attention_only, position_encoding=True)
+
+
+def _param_paths(cfg, batch) -> set[str]:
+  task = SentimentTask(cfg, artifacts={"vocab": Vocab.build([["a", "b"]], min_freq=1)})
+  shapes = jax.eval_shape(task.init, jax.random.key(0), batch)
+  return {"/".join(str(k.key) for k in path)
+          for path, _ in jax.tree_util.tree_leaves_with_path(shapes)}
+
+
+def test_nndl_exercises_have_the_intended_parameters(small_batch):
+  batch = {k: v for k, v in small_batch.items()}
+  batch["tokens"] = np.minimum(batch["tokens"], 3)  # ids of a 4-word vocabulary
+  paths = {name: _param_paths(_small_config(name), batch) for name in
+           ("bilstm_mha_nndl", "bilstm_mha", "attn_dot_nndl", "attn_dot_pos_nndl",
+            "bilstm_sa_attn_dot_nndl", "bilstm_attn_dot_nndl", "bilstm_attn_bilinear_nndl")}
+  # The chapter's multi-head self-attention has no biases; the seed-recipe run keeps them.
+  assert not [p for p in paths["bilstm_mha_nndl"] if "bias" in p and "attention" in p]
+  assert {p for p in paths["bilstm_mha"] if "bias" in p and "attention" in p} == {
+      f"attention/{n}/bias" for n in ("query", "key", "value", "out")}
+  # No LSTM without it; positions add no parameter; simple self-attention adds none either.
+  assert paths["attn_dot_nndl"] == {"embed/embedding", "pool/query", "head/out/kernel",
+                                    "head/out/bias"}
+  assert paths["attn_dot_pos_nndl"] == paths["attn_dot_nndl"]
+  assert paths["bilstm_sa_attn_dot_nndl"] == paths["bilstm_attn_dot_nndl"]
+  assert any(p.startswith("encoder/bilstm/") for p in paths["bilstm_sa_attn_dot_nndl"])
+  # q^T U: the bilinear pooling's U beside the plain query.
+  assert paths["bilstm_attn_bilinear_nndl"] == paths["bilstm_attn_dot_nndl"] | {
+      "pool/scorer/w"}
+
+
+def test_saved_bilstm_mha_nndl_runs_load_with_the_biases_they_had():
+  """A config.json written before model.use_bias existed had biases (every docs/runs record)."""
+  saved = config_lib.to_dict(configs.bilstm_mha_nndl())
+  del saved["model"]["use_bias"]
+  loaded = config_lib.update_from_dict(configs.bilstm_mha_nndl(), saved)
+  assert loaded.model.use_bias and loaded.model.init == "paddle"
+  record = "docs/runs/imdb-bilstm_mha_nndl-paddle-seed0/config.json"
+  with open(record) as f:
+    assert config_lib.update_from_dict(configs.bilstm_mha_nndl(),
+                                       json.load(f)).model.use_bias, record
+  assert not configs.bilstm_mha_nndl().model.use_bias
+
+
+@pytest.mark.parametrize("name", ["attn_dot_pos_nndl", "bilstm_sa_attn_dot_nndl"])
+def test_nndl_exercises_train(name, sample, small_batch):
+  """A few steps on the sample change every parameter and lower the loss; padding is ignored."""
+  cfg = _small_config(name, ["--optimizer.learning_rate=0.01"])
+  task = SentimentTask(cfg, data=sample)
+  params = task.init(jax.random.key(0), small_batch)
+  logits, weights = task.forward(params, small_batch["tokens"], small_batch["lengths"])
+  noisy = np.where(small_batch["tokens"] == 0, 7, small_batch["tokens"])
+  np.testing.assert_allclose(task.forward(params, noisy, small_batch["lengths"])[0], logits,
+                             rtol=1e-5, atol=1e-6)
+  assert weights.shape == (B, L)
+  np.testing.assert_allclose(np.asarray(weights).sum(1), 1.0, rtol=1e-5)
+  _four_steps_lower_the_loss_and_change_every_parameter(name, task, params, small_batch)
+
+
+def test_sanet_gluon_is_the_post_s_model(small_batch):
+  """Bias-free heads of width 100, Uniform(0.1) weights, no positions, and the NCW pooling: the
+  dense layer reads the mean over the features of each of max_len positions (zero past a
+  review's end)."""
+  cfg = configs.sanet_gluon()
+  assert (cfg.data.max_len, cfg.train.batch_size, cfg.model.dropout_rate) == (100, 32, 0.5)
+  model = cfg.model.build(50, jnp.float32, jnp.float32)
+  tokens = np.minimum(small_batch["tokens"], 49)
+  params = model.init(jax.random.key(0), tokens, small_batch["lengths"])["params"]
+  shapes = jax.tree.map(np.shape, params)
+  assert shapes == {"embed": {"embedding": (50, 128)},
+                    "attention": {"query": {"kernel": (128, 8, 100)},
+                                  "key": {"kernel": (128, 8, 100)},
+                                  "value": {"kernel": (128, 8, 100)},
+                                  "out": {"kernel": (8, 100, 128)}},
+                    "head": {"out": {"kernel": (100, 2), "bias": (2,)}}}
+  for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+    if "bias" in jax.tree_util.keystr(path):
+      np.testing.assert_array_equal(leaf, 0.0)
+    else:
+      assert np.abs(leaf).max() <= 0.1 and np.abs(leaf).max() > 0.09, jax.tree_util.keystr(path)
+  logits, _ = model.apply({"params": params}, tokens, small_batch["lengths"])
+  attended = _sanet_gluon_attended(params, tokens, small_batch["lengths"])  # (B, L, 128)
+  real = np.arange(L)[None, :] < LENGTHS[:, None]
+  per_position = np.where(real, attended.mean(-1), 0.0)  # (B, L)
+  per_position = np.pad(per_position, ((0, 0), (0, 100 - L)))
+  head = params["head"]["out"]
+  np.testing.assert_allclose(logits, per_position @ head["kernel"] + head["bias"], rtol=1e-4,
+                             atol=1e-6)
+  with pytest.raises(ValueError, match="pooling 'gluon_ncw' feeds max_len=100 positions"):
+    model.init(jax.random.key(0), np.zeros((2, 101), np.int32), np.array([101, 3], np.int32))
+  with pytest.raises(ValueError, match="pooling: unknown 'ncw'"):
+    configs.SANetConfig(pooling="ncw")
+
+
+def _sanet_gluon_attended(params, tokens, lengths):
+  """The attended vectors (B, L, D) inside sanet_gluon (no positions, so the embeddings attend)."""
+  embeddings = params["embed"]["embedding"][tokens]  # (B, L, D)
+  mha = zoo.MultiHeadAttention(8, qkv_features=800, use_bias=False)
+  return np.asarray(mha.apply({"params": params["attention"]}, jnp.asarray(embeddings),
+                              valid_lens=lengths))
 
 
 def test_nndl_run_trains_on_all_of_train_and_picks_by_dev_every_10_steps(tmp_path):
@@ -177,6 +304,20 @@ def test_heatmap_paths_are_numbered_for_several_texts():
   assert plots.numbered_paths("a/out.png", 1) == ["a/out.png"]
   assert plots.numbered_paths("a/out.png", 2) == ["a/out-1.png", "a/out-2.png"]
   assert plots.numbered_paths("a/out", 2) == ["a/out-1.png", "a/out-2.png"]
+
+
+def _four_steps_lower_the_loss_and_change_every_parameter(name, task, params, batch):
+  tx = optax.adam(task.config.optimizer.learning_rate)
+  train_step = jax.jit(steps.make_train_step(task, tx))
+  state = TrainState.create(params, tx, jax.random.key(1))
+  losses = []
+  for _ in range(4):
+    state, metrics = train_step(state, batch)
+    losses.append(float(metrics["loss"][0] / metrics["loss"][1]))
+  assert losses[-1] < losses[0], losses
+  for (path, old), now in zip(jax.tree_util.tree_leaves_with_path(params),
+                              jax.tree.leaves(state.params)):
+    assert not np.array_equal(old, now), f"{name}: {jax.tree_util.keystr(path)} did not change"
 
 
 # ---- word bigrams
@@ -213,17 +354,7 @@ def test_bigram_models_add_a_bigram_embedding_and_train_it(name, sample_bigrams,
   shifted = np.where(bigram_batch["bigrams"] > 0, bigram_batch["bigrams"] % 50 + 4, 0)
   other, _ = task.forward(params, bigram_batch["tokens"], bigram_batch["lengths"], None, shifted)
   assert not np.allclose(logits, other)
-  tx = optax.adam(cfg.optimizer.learning_rate)
-  train_step = jax.jit(steps.make_train_step(task, tx))
-  state = TrainState.create(params, tx, jax.random.key(1))
-  losses = []
-  for _ in range(4):
-    state, metrics = train_step(state, bigram_batch)
-    losses.append(float(metrics["loss"][0] / metrics["loss"][1]))
-  assert losses[-1] < losses[0], losses
-  for (path, old), now in zip(jax.tree_util.tree_leaves_with_path(params),
-                              jax.tree.leaves(state.params)):
-    assert not np.array_equal(old, now), f"{name}: {jax.tree_util.keystr(path)} did not change"
+  _four_steps_lower_the_loss_and_change_every_parameter(name, task, params, bigram_batch)
 
 
 def test_ngram_attention_pool_matches_the_formula():

@@ -127,7 +127,8 @@ def test_ablation_names_take_single_parts_from_the_other_initialization():
 
 
 @pytest.mark.parametrize("name, message", [
-    ("paddle+flax_emb", "'flax_emb' is not <source>_<part> with a source of flax, paddle and a "
+    ("paddle+flax_emb", "'flax_emb' is not <source>_<part> with a source of flax, paddle, "
+                        "gluon and a "
                         "part of embedding, lstm, dense_kernel, query"),
     ("paddle+torch_lstm", "'torch_lstm' is not <source>_<part>"),
     ("paddle+paddle_lstm", "'paddle_lstm' takes from the base 'paddle' itself"),

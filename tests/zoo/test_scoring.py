@@ -37,6 +37,27 @@ def test_pure_scores_match_numpy():
   np.testing.assert_allclose(zoo.concat_score(q, k, w_cat, v), concat, rtol=1e-5, atol=1e-6)
 
 
+def test_concat_linear_score_matches_the_formula_with_odd_sizes():
+  q, k, w = rand(50, Q, DQ), rand(51, K, DK), rand(52, DQ + DK)
+  expected = [[w @ np.concatenate([q[i], k[j]]) for j in range(K)] for i in range(Q)]
+  np.testing.assert_allclose(zoo.concat_linear_score(q, k, w), expected, rtol=1e-5, atol=1e-5)
+  module = zoo.make_score("concat_linear")
+  variables = random_variables(module, q, k, seed=5)
+  assert jax.tree.map(jnp.shape, variables["params"]) == {"w": (DQ + DK,)}
+  scores = module.apply(variables, q, k)
+  np.testing.assert_allclose(scores, zoo.concat_linear_score(q, k, variables["params"]["w"]),
+                             rtol=1e-6)
+  # The query term is constant along each row, so the softmax over keys ignores the query.
+  weights = jax.nn.softmax(scores, axis=-1)
+  np.testing.assert_allclose(weights, np.broadcast_to(weights[:1], (Q, K)), rtol=1e-5)
+  with pytest.raises(ValueError, match=r"w: expected 10 entries \(Dq \+ Dk\)"):
+    zoo.concat_linear_score(q, k, jnp.zeros(9))
+  with pytest.raises(ValueError, match="w: expected an array of rank 1"):
+    zoo.concat_linear_score(q, k, jnp.zeros((DQ + DK, 1)))
+  with pytest.raises(ValueError, match="features: the 'concat_linear' score has no hidden layer"):
+    zoo.make_score("concat_linear", features=3)
+
+
 def test_pure_scores_reject_bad_shapes():
   with pytest.raises(ValueError, match=r"q and k disagree: q.shape\[-1\] = 6 but k.shape\[-1\] = 4"):
     zoo.dot_score(jnp.zeros((Q, DQ)), jnp.zeros((K, DK)))
@@ -107,7 +128,8 @@ def test_nn_vmap_over_heads_gives_each_head_its_own_parameters(name):
 
 
 def test_make_score_names_and_errors():
-  assert zoo.SCORE_NAMES == ("dot", "scaled_dot", "additive", "bilinear", "concat")
+  assert zoo.SCORE_NAMES == ("dot", "scaled_dot", "additive", "bilinear", "concat",
+                             "concat_linear")
   assert isinstance(zoo.make_score("dot", features=None), zoo.DotScore)
   with pytest.raises(ValueError, match="unknown name 'cosine'; known names are dot, scaled_dot"):
     zoo.make_score("cosine")
