@@ -11,6 +11,9 @@ translation_runs (the translation CPU runs' models, JAX vs PyTorch steps). Each 
 ratio against a reference measured in the same run (see benchmarks/common.py). A full run writes
 benchmarks/results/{cpu,gpu}.json (merged suite by suite, so a GPU run may be split over several
 calls) and the 'cpu' or 'gpu' block of docs/BENCHMARKS.md, leaving the rest of the file alone.
+
+The attention explorer's latency needs trained runs, so it is a command of its own, not a suite:
+`python -m benchmarks.explorer --workdir RUN [--workdir RUN ...]` (its 'explorer' block).
 """
 
 from __future__ import annotations

@@ -1,0 +1,231 @@
+"""Latency of the attention explorer: one answer with all its attention, through the HTTP API.
+
+    python -m benchmarks.explorer --workdir runs/quickstart \
+        --workdir runs/translation-transformer_cpu [--repeats 15] [--out docs/BENCHMARKS.md]
+
+Serves the runs as `python -m experiments serve` does (experiments/explorer/app.py's app, under
+uvicorn, on a free port of 127.0.0.1, in a thread of this process) and times POST
+/api/runs/{id}/answer from a plain HTTP client: the request, the model's answer and every
+attention map, the JSON encoding and decoding of the response. Each run gets its experiment's
+input: a sentiment run the first review of the shipped IMDB sample's test split with 220 to 240
+words (near IMDB's median review length), a translation or couplet run a fixed sentence (20 English
+words, beam 4 / a 7-character upper line, beam 4), a matching run a fixed pair. After
+`--warmup` calls (the first compiles the model for that input's shapes), `--repeats` timed calls
+of each run are made round-robin over the runs, so a change in the load of a shared machine hits
+them alike; the figures are the median and the spread (fastest, 90th percentile, slowest). Beside
+them, the median of the same answer computed in-process (service.Explorer.answer, no HTTP or
+JSON), so what the web layer adds can be read off.
+
+The goal (issue 35): under 1 s an answer on a 2-core CPU after warm-up. Not asserted anywhere:
+written as the 'explorer' block of docs/BENCHMARKS.md (--out '' prints it only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import socket
+import statistics
+import sys
+import tarfile
+import textwrap
+import threading
+import time
+import urllib.request
+from typing import Any
+
+from benchmarks import common
+from benchmarks import report
+from pipelines import text as text_lib
+
+IMDB_SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "pipelines", "samples", "imdb_sample.tar.gz")
+SENTENCE_20_WORDS = ("When the rain finally stopped, my grandmother walked slowly to the old "
+                     "market to buy fresh bread and some cheese.")
+UPPER_LINE = "春风得意马蹄疾"
+PAIR = {"a": "花呗怎么还款", "b": "花呗如何还钱"}
+BEAM = 4
+
+
+def sample_review(low: int = 220, high: int = 240) -> str:
+  """The first review (by file name) of the shipped IMDB sample's test split of `low` to `high`
+  words (separated by spaces; the task's tokens, punctuation included, are more)."""
+  with tarfile.open(IMDB_SAMPLE, "r:gz") as archive:
+    members = sorted((m for m in archive.getmembers()
+                      if m.isfile() and "/test/" in m.name and m.name.endswith(".txt")),
+                     key=lambda m: m.name)
+    for member in members:
+      text = archive.extractfile(member).read().decode("utf-8")
+      if low <= len(text.split()) <= high:
+        return text
+  raise ValueError(f"no review of {low} to {high} words in {IMDB_SAMPLE}")
+
+
+def request_for(run: dict[str, Any]) -> tuple[dict[str, Any], str]:
+  """The answer request for one run (as /api/runs lists it) and a description of its input."""
+  experiment = run["experiment"]
+  if experiment == "sentiment":
+    review = sample_review()
+    return {"input": review}, (f"IMDB review, {len(review.split())} words "
+                               f"({len(text_lib.imdb_tokenize(review))} tokens)")
+  if experiment == "translation":
+    return ({"input": SENTENCE_20_WORDS, "options": {"beam_size": BEAM}},
+            f"{len(SENTENCE_20_WORDS.split())} words, beam {BEAM}")
+  if experiment == "couplet":
+    return ({"input": UPPER_LINE, "options": {"beam_size": BEAM}},
+            f"{len(UPPER_LINE)} characters, beam {BEAM}")
+  if experiment == "matching":
+    return {"input": PAIR}, "a question pair"
+  raise ValueError(f"no benchmark input for the {experiment!r} experiment")
+
+
+class Server:
+  """The explorer's app served by uvicorn on a free local port, in a daemon thread."""
+
+  def __init__(self, app):
+    import uvicorn  # pylint: disable=g-import-not-at-top
+    with socket.socket() as s:
+      s.bind(("127.0.0.1", 0))
+      self.port = s.getsockname()[1]
+    self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
+                                                log_level="warning"))
+    self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+  def __enter__(self) -> "Server":
+    self.thread.start()
+    deadline = time.monotonic() + 60
+    while not self.server.started:
+      if time.monotonic() > deadline or not self.thread.is_alive():
+        raise RuntimeError("the explorer's server did not start")
+      time.sleep(0.05)
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.server.should_exit = True
+    self.thread.join(timeout=30)
+
+  def post(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """POSTs JSON; returns the decoded answer and its size in bytes (an error raises)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}",
+                                     data=json.dumps(body).encode("utf-8"),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=600) as response:
+      raw = response.read()
+    return json.loads(raw), len(raw)
+
+
+def percentile(values: list[float], q: float) -> float:
+  """The q-th percentile (0..100) by the nearest rank."""
+  ordered = sorted(values)
+  return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def measure(workdirs: list[str], warmup: int, repeats: int) -> dict[str, Any]:
+  """Times every run's answer over HTTP and in-process; returns the rows of the table."""
+  from experiments.explorer import app as app_lib  # pylint: disable=g-import-not-at-top
+  from experiments.explorer import service  # pylint: disable=g-import-not-at-top
+  load_before = os.getloadavg()
+  explorer = service.Explorer(workdirs)
+  cases = []
+  for run in explorer.describe():
+    body, described = request_for(run)
+    cases.append({"run": run, "body": body, "input": described, "http": [], "direct": []})
+  with Server(app_lib.create_app(explorer)) as server:
+    for case in cases:
+      path = f"/api/runs/{case['run']['id']}/answer"
+      for _ in range(warmup):
+        answer, case["bytes"] = server.post(path, case["body"])
+      case["shape"] = answer_shape(answer)
+    for repeat in range(repeats):
+      for case in cases[repeat % len(cases):] + cases[:repeat % len(cases)]:
+        start = time.perf_counter()
+        server.post(f"/api/runs/{case['run']['id']}/answer", case["body"])
+        case["http"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        explorer.answer(case["run"]["id"], case["body"]["input"], case["body"].get("options"))
+        case["direct"].append(time.perf_counter() - start)
+  rows = []
+  for case in cases:
+    run, http = case["run"], case["http"]
+    rows.append({"workdir": run["workdir"], "experiment": run["experiment"],
+                 "model": run["model"], "input": case["input"], "shape": case["shape"],
+                 "bytes": case["bytes"], "median_s": statistics.median(http),
+                 "min_s": min(http), "p90_s": percentile(http, 90), "max_s": max(http),
+                 "direct_median_s": statistics.median(case["direct"]), "repeats": len(http)})
+  return {"machine": common.machine(), "load_before": [round(v, 2) for v in load_before],
+          "load_after": [round(v, 2) for v in os.getloadavg()], "warmup": warmup,
+          "repeats": repeats, "rows": rows}
+
+
+def answer_shape(answer: dict[str, Any]) -> str:
+  """The attention of an answer in a few words: each map's name and (L, H, Q, K)."""
+  maps = answer.get("attention", [])
+  return "; ".join(f"{m['name']} {m['layers']}x{m['heads']}x{len(m['query_tokens'])}x"
+                   f"{len(m['key_tokens'])}" for m in maps)
+
+
+def markdown(results: dict[str, Any], command: str) -> str:
+  """The 'explorer' block of docs/BENCHMARKS.md."""
+  machine = results["machine"]
+  before = ", ".join(str(v) for v in results["load_before"])
+  after = ", ".join(str(v) for v in results["load_after"])
+  command_line = f"Command: `{command}`."
+  setting = (
+      f"Machine: {machine['cpu']} (`lscpu` model name), {machine['cores']} cores, CPU only (JAX "
+      f"{machine['jax']}); {machine['date']}. Load average (1, 5, 15 min) {before} before and "
+      f"{after} after the measurement: other work shared the cores, so the absolute times are "
+      "pessimistic for an idle machine.")
+  method = (
+      "Each figure: POST /api/runs/{id}/answer to the explorer's server (uvicorn on 127.0.0.1) "
+      f"from a plain HTTP client, the response's JSON read back; after {results['warmup']} "
+      f"warm-up calls (the first compiles), {results['repeats']} calls per run, round-robin "
+      "over the runs. In-process: the same answer from `service.Explorer.answer`, without HTTP "
+      "or JSON. Goal (issue 35): under 1 s.")
+  lines = ["## The attention explorer: one answer with its attention", "", command_line, "",
+           textwrap.fill(setting, 100), "", textwrap.fill(method, 100), ""]
+  lines.append(report.table(
+      ["run", "input", "attention (layers x heads x Q x K)", "response", "median",
+       "fastest / p90 / slowest", "in-process median"],
+      [[f"{r['experiment']} `{r['model']}` ({r['workdir']})", r["input"], r["shape"],
+        f"{r['bytes'] / 1e3:,.0f} kB", f"{r['median_s']:.3f} s",
+        f"{r['min_s']:.3f} / {r['p90_s']:.3f} / {r['max_s']:.3f} s",
+        f"{r['direct_median_s']:.3f} s"] for r in results["rows"]],
+      align="llllrrr"))
+  return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(prog="python -m benchmarks.explorer",
+                                   description=__doc__.split("\n")[0])
+  parser.add_argument("--workdir", action="append", required=True, metavar="RUN",
+                      help="a trained run to serve (repeat for several)")
+  parser.add_argument("--warmup", type=int, default=3, help="untimed calls per run first")
+  parser.add_argument("--repeats", type=int, default=15, help="timed calls per run")
+  parser.add_argument("--out", default="docs/BENCHMARKS.md",
+                      help="markdown file whose 'explorer' block to write ('' to print only)")
+  parser.add_argument("--json", default=None, help="also write the results as JSON here")
+  return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = parse_args(argv)
+  if args.warmup < 1 or args.repeats < 1:
+    raise SystemExit("--warmup and --repeats must be >= 1")
+  results = measure(args.workdir, args.warmup, args.repeats)
+  command = " ".join(["python -m benchmarks.explorer", *(f"--workdir {w}" for w in args.workdir),
+                      *([f"--warmup {args.warmup}"] if args.warmup != 3 else []),
+                      *([f"--repeats {args.repeats}"] if args.repeats != 15 else [])])
+  text = markdown(results, command)
+  print(text)
+  if args.json:
+    with open(args.json, "w", encoding="utf-8") as f:
+      json.dump(results, f, indent=1)
+  if args.out:
+    report.update_markdown(args.out, "explorer", text)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
