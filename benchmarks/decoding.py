@@ -1,7 +1,8 @@
-"""Decoding speed: beam search with the key/value cache against recomputing the decoder each step.
+"""Decoding speed: greedy and beam search with the key/value cache against recomputing the decoder.
 
-Both translate the same source sentences with zoo.beam_search (beam 4) over the same
-zoo.transformer.Transformer (post-norm, no dropout) and must return the same beams:
+Each search (zoo.greedy_search; zoo.beam_search, beam 4) translates the same source sentences over
+the same zoo.transformer.Transformer (post-norm, no dropout) at each output length (24 and 128
+tokens on a CPU), both ways, and the two must return the same tokens:
 
   cached     Transformer.init_decode_state + Transformer.decode_step: one new target position per
              step; each self-attention layer appends its key and value to the cache
@@ -12,7 +13,8 @@ zoo.transformer.Transformer (post-norm, no dropout) and must return the same bea
 
 The weights are random, so eos is improbable and both run the full max_len steps (equal work);
 the encoder runs once per call in both. Figures are sentences per second (source sentences, each
-decoded into `beam` hypotheses); the ratio is cached over recompute.
+decoded into `beam` hypotheses for beam search) and milliseconds per decoding step of the batch;
+the ratio is recompute's time over the cache's.
 """
 
 from __future__ import annotations
@@ -38,16 +40,16 @@ BOS, EOS = 2, 3
 class DecodingSize:
   sentences: int = 8
   beam: int = 4
-  max_len: int = 24
+  lengths: tuple[int, ...] = (24, 128)
   model: models.TransformerSize = models.TransformerSize()
 
 
 def size_for(settings: common.Settings, gpu: bool) -> DecodingSize:
   if settings.quick:
-    return DecodingSize(sentences=2, beam=2, max_len=8, model=models.TransformerSize(
+    return DecodingSize(sentences=2, beam=2, lengths=(8,), model=models.TransformerSize(
         batch=2, src_len=8, tgt_len=8, vocab=200, width=32, heads=4, ffn=64, layers=1))
   if gpu:
-    return DecodingSize(sentences=64, beam=4, max_len=64, model=models.TransformerSize(
+    return DecodingSize(sentences=64, beam=4, lengths=(64, 256), model=models.TransformerSize(
         batch=64, src_len=32, tgt_len=64, vocab=32000, width=512, heads=8, ffn=2048, layers=6))
   return DecodingSize()
 
@@ -59,10 +61,18 @@ def build_model(m: models.TransformerSize, max_len: int) -> Transformer:
                      max_len=max_len)
 
 
-def translators(model: Transformer, beam: int, max_len: int):
-  """(cached, recompute): jitted functions (params, src, src_lens) -> zoo.Beams."""
+SEARCHES = ("greedy", "beam")
+
+
+def translators(model: Transformer, beam: int, max_len: int, search_name: str = "beam"):
+  """(cached, recompute): jitted functions (params, src, src_lens) -> zoo.Beams (beam search) or
+  zoo.Decoded (greedy search, `beam` unused)."""
+  if search_name not in SEARCHES:
+    raise ValueError(f"search_name: unknown {search_name!r}; known are {', '.join(SEARCHES)}")
 
   def search(step, state):
+    if search_name == "greedy":
+      return zoo.greedy_search(step, state, bos_id=BOS, eos_id=EOS, max_len=max_len)
     return zoo.beam_search(step, state, beam_size=beam, bos_id=BOS, eos_id=EOS, max_len=max_len)
 
   @jax.jit
@@ -92,35 +102,73 @@ def translators(model: Transformer, beam: int, max_len: int):
   return cached, recompute
 
 
+def _compare(model: Transformer, params, src, src_lens, size: DecodingSize, search_name: str,
+             max_len: int, settings: common.Settings) -> dict[str, Any]:
+  """One row: cached against recomputed decoding of one search at one output length."""
+  cached, recompute = translators(model, size.beam, max_len, search_name)
+  outputs = {"cached": cached(params, src, src_lens), "recompute": recompute(params, src, src_lens)}
+  common.log(f"decoding: {search_name}, {size.sentences} sentences, max_len {max_len}")
+  times = common.time_side_by_side(
+      {"cached": common.blocking(cached, params, src, src_lens),
+       "recompute": common.blocking(recompute, params, src, src_lens)}, settings)
+  row = dict(search=search_name, max_len=max_len,
+             same_tokens=bool(np.array_equal(outputs["cached"].tokens,
+                                             outputs["recompute"].tokens)),
+             max_score_gap=float(np.max(np.abs(np.asarray(outputs["cached"].scores)
+                                               - np.asarray(outputs["recompute"].scores)))),
+             mean_length=float(np.mean(np.asarray(outputs["cached"].lengths))))
+  for name, seconds in times.items():
+    ok = isinstance(seconds, float)
+    row[name] = dict(seconds=seconds if ok else None, error=None if ok else seconds,
+                     sentences_per_s=size.sentences / seconds if ok else None,
+                     ms_per_step=1e3 * seconds / max_len if ok else None)
+  row["speedup"] = common.ratio(times["recompute"], times["cached"])
+  return row
+
+
 def run(settings: common.Settings) -> dict[str, Any]:
   size = size_for(settings, common.on_gpu())
   m = size.model
-  model = build_model(m, max(size.max_len, m.src_len))
+  model = build_model(m, max(*size.lengths, m.src_len))
   batch = models.translation_inputs(dataclasses.replace(m, batch=size.sentences))
   src, src_lens = jnp.asarray(batch["src"]), jnp.asarray(batch["src_lens"])
   params = jax.jit(model.init)(jax.random.key(0), src, jnp.asarray(batch["tgt_in"]),
                                src_lens)["params"]
-  cached, recompute = translators(model, size.beam, size.max_len)
-  beams = {"cached": cached(params, src, src_lens), "recompute": recompute(params, src, src_lens)}
-  same_tokens = bool(np.array_equal(beams["cached"].tokens, beams["recompute"].tokens))
-  score_gap = float(np.max(np.abs(np.asarray(beams["cached"].scores)
-                                  - np.asarray(beams["recompute"].scores))))
-  common.log(f"decoding: {size.sentences} sentences, beam {size.beam}, max_len {size.max_len}")
-  times = common.time_side_by_side(
-      {"cached": common.blocking(cached, params, src, src_lens),
-       "recompute": common.blocking(recompute, params, src, src_lens)}, settings)
-  results = {}
-  for name, seconds in times.items():
-    ok = isinstance(seconds, float)
-    results[name] = dict(seconds=seconds if ok else None, error=None if ok else seconds,
-                         sentences_per_s=size.sentences / seconds if ok else None,
-                         speedup=common.ratio(times["recompute"], seconds))
-  return dict(size=dataclasses.asdict(size), same_tokens=same_tokens, max_score_gap=score_gap,
-              mean_length=float(np.mean(np.asarray(beams["cached"].lengths))),
-              reference="recompute", results=results)
+  rows = [_compare(model, params, src, src_lens, size, search_name, max_len, settings)
+          for max_len in size.lengths for search_name in SEARCHES]
+  return dict(size=dataclasses.asdict(size), reference="recompute", rows=rows)
+
+
+def _cell(variant: dict[str, Any], key: str) -> str:
+  return f"failed: {variant['error']}" if variant["error"] else report.number(
+      variant[key] * (1e3 if key == "seconds" else 1))
 
 
 def markdown(suite: dict[str, Any]) -> str:
+  size = suite["size"]
+  m = size["model"]
+  if "rows" not in suite:  # written before greedy and 128 tokens were measured
+    return _markdown_beam_only(suite)
+  rows = [[r["search"] if r["search"] == "greedy" else f"beam {size['beam']}", r["max_len"],
+           f"{r['mean_length']:.1f}", _cell(r["cached"], "seconds"),
+           _cell(r["recompute"], "seconds"), _cell(r["cached"], "ms_per_step"),
+           _cell(r["recompute"], "ms_per_step"), report.speedup(r["speedup"]),
+           "yes" if r["same_tokens"] else "NO", f"{r['max_score_gap']:.1e}"]
+          for r in suite["rows"]]
+  return "\n".join([
+      "### Decoding (greedy and beam search, key/value cache vs recomputing the prefix)", "",
+      f"{size['sentences']} source sentences of up to {m['src_len']} tokens; "
+      f"zoo.transformer.Transformer (post-norm) width {m['width']}, {m['heads']} heads, ffn "
+      f"{m['ffn']}, {m['layers']}+{m['layers']} layers, vocabulary {m['vocab']}; random weights, "
+      "so every output runs to max_len. Ratio: recompute's time over the cache's; same tokens: "
+      "whether both ways decode the same (largest score difference beside it).", "",
+      report.table(["search", "max_len", "mean length", "cached ms / batch",
+                    "recompute ms / batch", "cached ms / step", "recompute ms / step", "ratio",
+                    "same tokens", "score gap"], rows)])
+
+
+def _markdown_beam_only(suite: dict[str, Any]) -> str:
+  """The table of a result written before the suite measured greedy search and 128 tokens."""
   size = suite["size"]
   m = size["model"]
   rows = []

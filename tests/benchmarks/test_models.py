@@ -14,10 +14,13 @@ of the decoding benchmark return the same beams.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from benchmarks import common
 from benchmarks import decoding
@@ -163,6 +166,38 @@ def test_cached_and_recomputed_beam_search_agree():
   np.testing.assert_allclose(got.scores, want.scores, rtol=1e-5)
   lengths = np.asarray(want.lengths)
   assert np.any(lengths == 6) and np.any(lengths < 6)
+
+
+def test_cached_and_recomputed_greedy_search_agree():
+  size = models.TransformerSize(batch=B, src_len=S, tgt_len=7, vocab=13, width=8, heads=2,
+                                ffn=10, layers=1)
+  batch = models.translation_inputs(size, seed=4)
+  model = decoding.build_model(size, max_len=7)
+  src, src_lens = jnp.asarray(batch["src"]), jnp.asarray(batch["src_lens"])
+  params = _random_params(model, src, jnp.asarray(batch["tgt_in"]), src_lens, scale=1.0, seed=6)
+  params["output"]["bias"] = jnp.zeros(13).at[decoding.EOS].set(0.8)
+  cached, recompute = decoding.translators(model, beam=1, max_len=7, search_name="greedy")
+  got, want = cached(params, src, src_lens), recompute(params, src, src_lens)
+  assert got.tokens.shape == (B, 7)
+  np.testing.assert_array_equal(got.tokens, want.tokens)
+  np.testing.assert_array_equal(got.lengths, want.lengths)
+  np.testing.assert_allclose(got.scores, want.scores, rtol=1e-5)
+  with pytest.raises(ValueError, match="search_name: unknown 'sample'"):
+    decoding.translators(model, beam=1, max_len=7, search_name="sample")
+
+
+def test_the_decoding_suite_times_greedy_and_beam_and_renders_old_results():
+  suite = decoding.run(common.QUICK)
+  assert [(r["search"], r["max_len"]) for r in suite["rows"]] == [("greedy", 8), ("beam", 8)]
+  for row in suite["rows"]:
+    assert row["same_tokens"] and row["cached"]["seconds"] > 0 and row["speedup"] > 0
+    assert row["cached"]["ms_per_step"] == pytest.approx(1e3 * row["cached"]["seconds"] / 8)
+  text = decoding.markdown(suite)
+  assert "| greedy | 8 |" in text and "| beam 2 | 8 |" in text
+  with open(os.path.join(os.path.dirname(decoding.__file__), "results", "cpu.json"),
+            encoding="utf-8") as f:
+    old = json.load(f)["suites"]["decoding"]  # written before greedy and 128 tokens
+  assert "| `cached` | 5,928 | 1.35 | 1.80x |" in decoding.markdown(old)
 
 
 def _numpy_zoo_transformer(state, src, src_lens, tgt, encoder_layers, decoder_layers):
