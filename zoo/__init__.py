@@ -28,7 +28,8 @@ Each module's docstring has its math; everything below is importable from `zoo` 
   recurrent       LSTM, BiLSTM, LSTMLayer (per-example lengths), lstm_step, lstm_update,
                   LSTMState, LSTMInit
   seq2seq         RecurrentEncoder, BahdanauDecoder, LuongDecoder (input feeding), Seq2Seq,
-                  bahdanau_seq2seq, luong_seq2seq
+                  bahdanau_seq2seq, luong_seq2seq; PlainDecoder and plain_seq2seq (d2l's
+                  encoder-decoder without attention, the baseline)
   search          greedy_search, beam_search over any step_fn(state, tokens) -> (logits, state),
                   optionally with exact lengths, forced / banned tokens per position and
                   tied / distinct positions (zoo.search_constraints); Decoded, Beams
@@ -86,10 +87,12 @@ from zoo.recurrent import lstm_step
 from zoo.recurrent import lstm_update
 from zoo.seq2seq import BahdanauDecoder
 from zoo.seq2seq import LuongDecoder
+from zoo.seq2seq import PlainDecoder
 from zoo.seq2seq import RecurrentEncoder
 from zoo.seq2seq import Seq2Seq
 from zoo.seq2seq import bahdanau_seq2seq
 from zoo.seq2seq import luong_seq2seq
+from zoo.seq2seq import plain_seq2seq
 from zoo.multihead import MultiHeadAttention
 from zoo.multihead import head_attention
 from zoo.search import Beams

@@ -1,4 +1,5 @@
-"""LSTM encoder-decoders with attention: Bahdanau (d2l) and Luong with input feeding (Paddle).
+"""LSTM encoder-decoders with attention: Bahdanau (d2l) and Luong with input feeding (Paddle);
+and, for comparison, d2l's encoder-decoder without attention (PlainDecoder).
 
 Both decoders run a whole target sequence with teacher forcing (`__call__`, a scan over time) and
 expose the single step that greedy and beam search drive (`init_decode_state`, `decode_step`; the
@@ -20,6 +21,11 @@ attention context, or the fed attentional vector) is projected inside it.
     a_t       = tanh(output_proj([context_t; h_t]))             the attentional vector, fed back
                                                                 (the Paddle chapter has no tanh)
     logits_t  = W_out a_t + b_out
+
+  PlainDecoder      (d2l 10.7's Seq2SeqDecoder, with an LSTM in place of the GRU: no attention)
+    c         = the top layer's h of the encoder's final state (which is also state_0)
+    h_t       = LSTM([embed(y_{t-1}); c], state_{t-1})
+    logits_t  = W_out h_t + b_out
 
 Shape letters: B batch, T target length, S source length, E encoder output width, H decoder hidden
 size, V vocabulary, N rows during search (batch or batch * beam).
@@ -287,6 +293,84 @@ class LuongDecoder(_AttentionDecoder):
     return vector, weights[:, 0], state._replace(lstm=lstm_state, feed=vector)
 
 
+class PlainState(NamedTuple):
+  """Decoding state of `PlainDecoder`; every leaf has leading axis N.
+
+  Attributes:
+    lstm: tuple of num_layers LSTMState(h (N, H), c (N, H)), float32, bottom layer first.
+    context: (N, H), the encoder's final top-layer h, the same at every step.
+  """
+  lstm: tuple[LSTMState, ...]
+  context: jax.Array
+
+
+class PlainDecoder(_Sizes):
+  """d2l 10.7's Seq2SeqDecoder with an LSTM: no attention, one fixed context.
+
+  The encoder's final state (every layer's h and c) is the initial state, and its top layer's h
+  is the context joined to the token embedding at every step ([embedding; context], d2l's
+  order) as the bottom LSTM layer's input; a dense layer maps the top output to logits. The
+  encoder's outputs are never read. It has the interface of the attention decoders (so
+  zoo.Seq2Seq drives it), and gives None for the attention weights. Fields: see `_Sizes`
+  (vocab_size is the target's; hidden_size must be the encoder's state width).
+
+  Parameters: embedding (V, E_t); lstm (see zoo.LSTM; the bottom layer reads E_t + H inputs: in
+  PyTorch terms d2l's weight_ih_l0.T is lstm/layers_0/input/kernel[:, 0], rows [embedding;
+  context]); output (H, V) and bias.
+  """
+
+  def setup(self):
+    self.embedding = self._embedding()
+    self.lstm = self._lstm()
+    self.output = nn.Dense(self.vocab_size, dtype=self.dtype, param_dtype=self.param_dtype)
+
+  def init_decode_state(self, enc_outputs: jax.Array, src_lens: jax.Array,
+                        enc_final_state: Sequence[LSTMState] | None = None) -> PlainState:
+    """The state before the first target token.
+
+    Args:
+      enc_outputs: float (B, S, E), checked and otherwise unused (there is no attention).
+      src_lens: int (B,), checked and otherwise unused.
+      enc_final_state: the encoder's final state, a tuple of num_layers pairs (h (B, H),
+        c (B, H)); required (it is all the decoder knows of the source).
+    """
+    _check_source(enc_outputs, src_lens)
+    if enc_final_state is None:
+      raise ValueError("enc_final_state: the decoder without attention needs the encoder's final "
+                       "state (it reads nothing else of the source), got None")
+    lstm = recurrent.check_states(enc_final_state, "enc_final_state", self.num_layers,
+                                  enc_outputs.shape[0], self.hidden_size)
+    lstm = tuple(LSTMState(*(jnp.asarray(s, jnp.float32) for s in pair)) for pair in lstm)
+    return PlainState(lstm, lstm[-1].h.astype(self.dtype))
+
+  def _inputs(self, tokens: jax.Array, context: jax.Array) -> jax.Array:
+    """[embedding; context] of tokens int (B,) or (B, T) and context (B, H): (..., E_t + H)."""
+    embedded = self.embedding(tokens)
+    if embedded.ndim == 3:  # (B, T, E_t): the same context at every step
+      context = jnp.broadcast_to(context[:, None, :], (*embedded.shape[:2], context.shape[-1]))
+    return jnp.concatenate([embedded, context.astype(embedded.dtype)], axis=-1)
+
+  def decode_step(self, state: PlainState, tokens: jax.Array) -> tuple[jax.Array, PlainState]:
+    """One decoding step (zoo.search's step; no dropout): tokens int (N,) -> (logits (N, V),
+    new state)."""
+    _check_tokens(tokens, 1, "tokens")
+    checks.equal_dim(tokens, "tokens", 0, state.context, "state.context", 0)
+    top, lstm = self.lstm.step(state.lstm, self._inputs(tokens, state.context))
+    return self.output(top), state._replace(lstm=lstm)
+
+  def __call__(self, tokens: jax.Array, enc_outputs: jax.Array, src_lens: jax.Array,
+               init_state: Sequence[LSTMState] | None = None, *,
+               deterministic: bool = True) -> tuple[jax.Array, None]:
+    """Teacher forcing over tokens int (B, T) (arguments as the attention decoders'): logits
+    (B, T, V) in `dtype`, and None where they give attention weights."""
+    _check_tokens(tokens, 2, "tokens")
+    checks.equal_dim(tokens, "tokens", 0, enc_outputs, "enc_outputs", 0)
+    state = self.init_decode_state(enc_outputs, src_lens, init_state)
+    outputs, _ = self.lstm(self._inputs(tokens, state.context), initial_state=state.lstm,
+                           deterministic=deterministic)  # (B, T, H), one scan over the steps
+    return self.output(outputs), None
+
+
 class RecurrentEncoder(_Sizes):
   """Token embedding followed by a (multi-layer) LSTM, the encoder of d2l's and Paddle's seq2seq.
 
@@ -364,6 +448,16 @@ def bahdanau_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, h
   (section 10.4 of d2l 0.17 trains embed_dim 32, hidden_size 32, num_layers 2, dropout_rate
   0.1)."""
   return _seq2seq(BahdanauDecoder, src_vocab_size, tgt_vocab_size, embed_dim, hidden_size,
+                  num_layers, dropout_rate, dtype, param_dtype)
+
+
+def plain_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, hidden_size: int,
+                  num_layers: int = 1, dropout_rate: float = 0.0, dtype: Dtype = jnp.float32,
+                  param_dtype: Dtype = jnp.float32) -> Seq2Seq:
+  """d2l's encoder-decoder without attention: RecurrentEncoder + PlainDecoder of equal sizes
+  (d2l 10.7 trains embed_dim 32, hidden_size 32, num_layers 2, dropout_rate 0.1, with GRUs).
+  Its __call__ gives (logits, None)."""
+  return _seq2seq(PlainDecoder, src_vocab_size, tgt_vocab_size, embed_dim, hidden_size,
                   num_layers, dropout_rate, dtype, param_dtype)
 
 

@@ -1,5 +1,12 @@
 """The teacher-forced loss of the sequence-to-sequence experiments: masked token cross-entropy.
 
+Two reductions (REDUCTIONS; a model config's `loss_reduction`):
+  'token_mean'    the mean over the real target tokens of the batch (the project's default);
+  'sequence_sum'  each sequence's summed cross-entropy, averaged over the batch's real sequences
+                  (the Paddle couplet chapter's: sum over time, mean over the batch). Longer
+                  sequences weigh more, and the loss (and its gradient) is about the mean target
+                  length times the token mean.
+
 Shapes: B batch, T target length, V target vocabulary.
 """
 
@@ -40,9 +47,13 @@ def target_weights(lengths: jax.Array, width: int, weight: jax.Array) -> jax.Arr
   return (positions < lengths[:, None]).astype(jnp.float32) * weight[:, None].astype(jnp.float32)
 
 
+REDUCTIONS = ("token_mean", "sequence_sum")
+
+
 def sequence_loss(logits: jax.Array, targets: jax.Array, lengths: jax.Array, weight: jax.Array,
-                  label_smoothing: float = 0.0) -> tuple[jax.Array, Metrics]:
-  """Masked sequence cross-entropy: the mean over the real target tokens of the batch.
+                  label_smoothing: float = 0.0,
+                  reduction: str = "token_mean") -> tuple[jax.Array, Metrics]:
+  """Masked sequence cross-entropy, reduced per token or per sequence.
 
   Args:
     logits: float (B, T, V).
@@ -50,15 +61,25 @@ def sequence_loss(logits: jax.Array, targets: jax.Array, lengths: jax.Array, wei
     lengths: int (B,), real target tokens per row (eos included).
     weight: float (B,), 1 for real examples and 0 for filler rows.
     label_smoothing: see token_losses.
+    reduction: 'token_mean' (sum of the weighted objective / real tokens) or 'sequence_sum'
+      (sum of the weighted objective / real sequences, i.e. the sum of weight).
 
   Returns:
-    (loss, metrics): the weighted mean objective per token, and metric pairs 'loss' (objective),
+    (loss, metrics): the reduced objective, and metric pairs 'loss' (objective; (total, tokens)
+    or, with 'sequence_sum', (total, sequences), so its logged mean is the loss being reduced),
     'nll' (plain cross-entropy) and 'token_accuracy' (argmax == target), each (total, tokens).
+
+  Raises:
+    ValueError: reduction is not one of REDUCTIONS.
   """
+  if reduction not in REDUCTIONS:
+    raise ValueError(f"reduction: expected one of {list(REDUCTIONS)}, got {reduction!r}")
   objective, nll = token_losses(logits, targets, label_smoothing)
   weights = target_weights(lengths, targets.shape[1], weight)  # (B, T)
   correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
   loss_pair = steps.weighted_sum(objective, weights)
+  if reduction == "sequence_sum":
+    loss_pair = (loss_pair[0], jnp.sum(weight.astype(jnp.float32)))
   metrics = {"loss": loss_pair, "nll": steps.weighted_sum(nll, weights),
              "token_accuracy": steps.weighted_sum(correct, weights)}
   return loss_pair[0] / jnp.maximum(loss_pair[1], 1.0), metrics

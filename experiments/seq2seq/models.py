@@ -10,13 +10,19 @@ no branches on the model family.
   TransformerTranslator  zoo.transformer.Transformer: token embeddings * sqrt(D) + sinusoidal
                          positions, encoder-decoder stacks (pre-norm or post-norm), cached
                          incremental decoding.
+  PlainTranslator        zoo.plain_seq2seq: d2l's encoder-decoder without attention (d2l 10.7's
+                         Seq2SeqEncoder and Seq2SeqDecoder, LSTMs in place of its GRUs): the
+                         encoder's final state starts the decoder, and its top layer's final h is
+                         the context joined to the embedding at every step. No cross-attention
+                         (`has_attention` False: `cross_attention` raises NoAttentionError).
 
 Each wraps a Flax module and exposes pure functions of (params, arrays), safe to jit:
   init(rng, src, src_len, tgt_in)                  -> params
   logits(params, src, src_len, tgt_in, rng=None)   -> (B, T, V) teacher-forced; dropout if rng
   cross_attention(params, src, src_len, tgt_in)    -> (B, T, S) source-target weights (the
                                                       Transformer's: last decoder layer, mean
-                                                      over heads)
+                                                      over heads); NoAttentionError for a model
+                                                      without attention (`has_attention` False)
   attention_maps(params, src, src_len, tgt_in)     -> {name: (B, layers, H, Q, K)}: every
                                                       attention, every layer and head
   init_decode_state(params, src, src_len, max_len) -> the zoo.search state (leading axis B)
@@ -40,12 +46,19 @@ from zoo.transformer import Transformer
 Params = Any
 
 
+class NoAttentionError(ValueError):
+  """Asked for the cross-attention weights of a model that has none (PlainTranslator)."""
+
+
 def _dropout_rngs(rng: jax.Array | None) -> dict[str, jax.Array]:
   return {} if rng is None else {"dropout": rng}
 
 
 class Translator(abc.ABC):
   """A sequence-to-sequence Flax module and the pure functions the tasks and decoders call."""
+
+  # Whether `cross_attention` has weights to give (heatmaps and reports check it first).
+  has_attention = True
 
   def __init__(self, module: nn.Module):
     self.module = module
@@ -71,7 +84,11 @@ class Translator(abc.ABC):
   @abc.abstractmethod
   def cross_attention(self, params: Params, src: jax.Array, src_len: jax.Array,
                       tgt_in: jax.Array) -> jax.Array:
-    """float (B, T, S): the weights over the source while predicting each target position."""
+    """float (B, T, S): the weights over the source while predicting each target position.
+
+    Raises:
+      NoAttentionError: the model has no cross-attention (`has_attention` False).
+    """
 
   def attention_maps(self, params: Params, src: jax.Array, src_len: jax.Array,
                      tgt_in: jax.Array) -> dict[str, jax.Array]:
@@ -203,3 +220,34 @@ class LuongTranslator(BahdanauTranslator):
     Translator.__init__(self, seq2seq.luong_seq2seq(
         src_vocab_size, tgt_vocab_size, embed_dim, hidden_size, num_layers, dropout_rate, dtype,
         param_dtype, output_activation=self.OUTPUT_ACTIVATIONS[output_activation]))
+
+
+
+class PlainTranslator(BahdanauTranslator):
+  """d2l's attention-free encoder-decoder (zoo.plain_seq2seq) behind the Translator interface.
+
+  The chapter's comparison: the same encoder as BahdanauTranslator's, but the decoder sees the
+  source only through the encoder's final state (its start and its fixed context), never the
+  encoder's outputs. Teacher forcing and decoding are those of any zoo.seq2seq.Seq2Seq
+  (inherited); `cross_attention` raises NoAttentionError and `attention_maps` is empty.
+  """
+
+  has_attention = False
+
+  def __init__(self, src_vocab_size: int, tgt_vocab_size: int, *, embed_dim: int,
+               hidden_size: int, num_layers: int, dropout_rate: float, dtype: Any = jnp.float32,
+               param_dtype: Any = jnp.float32):
+    Translator.__init__(self, seq2seq.plain_seq2seq(
+        src_vocab_size, tgt_vocab_size, embed_dim, hidden_size, num_layers, dropout_rate, dtype,
+        param_dtype))
+
+  def cross_attention(self, params, src, src_len, tgt_in):
+    raise NoAttentionError(
+        "the attention-free encoder-decoder (PlainTranslator, e.g. the named runs seq2seq_d2l "
+        "and seq2seq_cpu) has no cross-attention weights: its decoder reads the encoder's final "
+        "state only, so there is no heatmap to draw")
+
+  def attention_maps(self, params, src, src_len, tgt_in):
+    """{}: the model has no attention of any kind."""
+    del params, src, src_len, tgt_in
+    return {}

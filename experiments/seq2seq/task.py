@@ -139,8 +139,9 @@ class Seq2SeqTask(Task):
 
   def loss(self, params: Any, batch: Batch, rng: jax.Array | None) -> tuple[jax.Array, Metrics]:
     logits = self.model.logits(params, batch["src"], batch["src_len"], batch["tgt_in"], rng)
+    model = self.config.model
     return sequence_loss(logits, batch["tgt_out"], batch["tgt_len"], batch["weight"],
-                         self.config.model.label_smoothing)
+                         model.label_smoothing, getattr(model, "loss_reduction", "token_mean"))
 
   # -- evaluation ----------------------------------------------------------------------------------
 

@@ -94,6 +94,10 @@ def answer(run: runs.Run, args: argparse.Namespace, console: Console) -> list[Tr
   """What `predict` does once the options are checked and the run loaded (the explorer calls it
   too): translates args.inputs, prints the lines through `console`, returns the translations."""
   task = run.task
+  if getattr(args, "heatmap", None) and not task.model.has_attention:
+    raise UsageError(f"--heatmap: the run's model ({task.config.model_name or 'translation'}) is "
+                     "the encoder-decoder without attention, so it has no heatmap to draw; "
+                     "leave out --heatmap")
   most = task.config.data.max_src_len - 1  # the source's tokens the model reads (then eos)
   for number, text in enumerate(args.inputs, start=1):
     total = len(task.text.tokenize(text))

@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Literal
 
 from experiments import config as config_lib
 from experiments.seq2seq.configs import BahdanauConfig
+from experiments.seq2seq.configs import PlainConfig
 from experiments.seq2seq.configs import TransformerConfig
 
 
@@ -65,6 +66,10 @@ class TranslationDataConfig:
     decode_batch_size: sentences decoded at once.
     beam_size: the beam of the test evaluation's beam search (and of `evaluate --pairs`).
     length_penalty: GNMT's alpha for beam search (0: rank by log-probability alone).
+    first_pairs: d2l's `num_examples`: read only the first this many lines of fra.txt, as d2l's
+      `load_data_nmt` does, and use those pairs as train, dev and test alike (d2l holds none
+      out, so dev and test figures measure fitting, not generalization); None: the whole file
+      in its hashed train / dev / test splits.
   """
   tokenizer: Literal["sentencepiece", "d2l_words"] = "sentencepiece"
   vocab_size: int = 8000
@@ -79,6 +84,7 @@ class TranslationDataConfig:
   decode_batch_size: int = 256
   beam_size: int = 4
   length_penalty: float = 0.6
+  first_pairs: int | None = None
 
   OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {"tokenizer": "d2l_words"}
 
@@ -175,10 +181,95 @@ def bahdanau_cpu() -> config_lib.Config:
               _cpu_data())
 
 
+def seq2seq_cpu() -> config_lib.Config:
+  """d2l's encoder-decoder without attention (PlainConfig) at bahdanau_cpu's size and budget,
+  for the comparison d2l's attention chapter makes, on the full data: embeddings 256, one LSTM
+  layer of 384 in the encoder and the decoder, dropout 0.1, the data of `_cpu_data`; batch 128,
+  Adam 5e-3 with 100 warm-up steps and cosine decay, gradients clipped to 1, 4,000 steps, dev
+  BLEU every 2,000 steps and at every epoch's end: every setting of bahdanau_cpu but the
+  decoder, which reads the encoder's final state (its start and its fixed context) instead of
+  attending to the encoder's outputs. Results and BLEU by source length beside bahdanau_cpu:
+  docs/RESULTS.md, "Attention or not"."""
+  bahdanau = bahdanau_cpu()
+  return _run(PlainConfig(embed_dim=256, hidden_size=384, num_layers=1, dropout_rate=0.1),
+              bahdanau.train, bahdanau.optimizer, bahdanau.data)
+
+
+# d2l's chapter run: its token-mean loss / 9 (see _d2l_toy) at epochs 50, 100 and 500, and its
+# outputs for the four sentences of translation.task.D2L_SENTENCES.
+D2L_CHAPTER_LOSS = {50: 0.104, 100: 0.046, 500: 0.023}
+D2L_CHAPTER_OUTPUTS = {"Go.": "va !", "Good night!": "!", "I'm OK.": "ça va .",
+                       "I won!": "j'ai gagné !"}
+# The outputs a named run's chapter printed for D2L_SENTENCES (examples.json keeps them beside ours).
+CHAPTER_EXAMPLES = {"bahdanau_d2l": D2L_CHAPTER_OUTPUTS}
+# d2l's MaskedSoftmaxCELoss averages each row over its 9 label positions (padding included), and
+# the training loop clips the gradient of the batch's sum of those at norm 5: with
+# model.loss_reduction 'sequence_sum' (the sum over the batch / 64) that is a clip at 5 * 9 / 64.
+D2L_LABEL_POSITIONS = 9
+D2L_CLIP_NORM = 5.0 * D2L_LABEL_POSITIONS / 64
+
+
+def _d2l_toy(model: Any) -> config_lib.Config:
+  """The training of d2l's toy translation run (see bahdanau_d2l): d2l's words of the first
+  1,000 lines of fra.txt, min_freq 3, batch 64, Adam 0.005, d2l's clipping, 500 epochs."""
+  return _run(model,
+              config_lib.TrainConfig(batch_size=64, num_epochs=500, log_every=10**6,
+                                     checkpoint_every=10**6, best_metric="dev/loss",
+                                     best_mode="min", test_with="last"),
+              config_lib.OptimizerConfig(name="adam", learning_rate=0.005,
+                                         grad_clip_norm=D2L_CLIP_NORM),
+              TranslationDataConfig(tokenizer="d2l_words", first_pairs=1000, min_freq=3,
+                                    max_src_len=10, max_tgt_len=10, boundaries=(10,),
+                                    dev_bleu_examples=64, beam_size=4))
+
+
+def bahdanau_d2l() -> config_lib.Config:
+  """d2l's own run of its attention chapter (Dive into Deep Learning's PyTorch edition of
+  section 10.3, "Sequence to Sequence with Attention Mechanism", the edition whose numbers issue
+  #33 quotes): `load_data_nmt(64, 10)`, i.e. the first 1,000 lines of fra.txt (num_examples=1000;
+  d2l 0.17's 11.4 and 10.7 take 600 and train 250 and 300 epochs with GRUs and dropout 0.1: not
+  this run), d2l's lowercased words with min_freq 3, 10 steps; embeddings and a 2-layer LSTM of
+  32 in the encoder and the decoder, additive attention of 32, dropout 0; batch 64, Adam 0.005,
+  500 epochs; gradients clipped as d2l clips them (norm 5 of its summed loss: see
+  D2L_CLIP_NORM, with model.loss_reduction 'sequence_sum', which Adam's scale invariance leaves
+  otherwise unchanged).
+
+  The chapter: loss 0.104 at epoch 50, 0.046 at 100, 0.023 at 500, where its loss is the mean
+  cross-entropy per target token divided by 9 (its MaskedSoftmaxCELoss averages each row over
+  its 9 label positions, padding included, and the sum is divided by the tokens): our 'nll'
+  (per token) / 9 is the same quantity. Its greedy outputs: "Go . => va !", "Good Night ! => !",
+  "I'm OK . => ça va .", "I won ! => j'ai gagné !".
+
+  Where ours still differs: flax's initialization, not PyTorch's; the source ends with eos and
+  the encoder stops at each source's length (d2l's runs over the padding); batches are drawn by
+  length bucket from one width (10), and the epoch's last batch is filled with empty rows (d2l's
+  is short); d2l's tokenizer of that edition puts no space before '?' (ours, d2l 0.17's, does).
+  Dev and test are the same 1,000 training pairs. Measured: docs/RESULTS.md, "d2l's toy
+  translation runs".
+  """
+  return _d2l_toy(BahdanauConfig(embed_dim=32, hidden_size=32, num_layers=2, dropout_rate=0.0,
+                                 loss_reduction="sequence_sum"))
+
+
+def seq2seq_d2l() -> config_lib.Config:
+  """The attention-free encoder-decoder (PlainConfig: the encoder's final state starts the
+  decoder and is its context at every step, as d2l 10.7's Seq2SeqDecoder) on bahdanau_d2l's
+  data, sizes and training, so the two differ only by the attention. The chapter's attention-free
+  model of that edition (its section 9.7) fed the decoder no context, only the initial state;
+  the brief's d2l 10.7 decoder, with the context, is this one. d2l reports no loss for this pair
+  of settings; bahdanau_d2l's chapter numbers are the reference (docs/RESULTS.md, "d2l's toy
+  translation runs")."""
+  return _d2l_toy(PlainConfig(embed_dim=32, hidden_size=32, num_layers=2, dropout_rate=0.0,
+                              loss_reduction="sequence_sum"))
+
+
 CONFIGS = {
     "transformer": transformer,
     "bahdanau": bahdanau,
     "transformer_cpu": transformer_cpu,
     "bahdanau_cpu": bahdanau_cpu,
+    "seq2seq_cpu": seq2seq_cpu,
+    "bahdanau_d2l": bahdanau_d2l,
+    "seq2seq_d2l": seq2seq_d2l,
 }
 DEFAULT_MODEL = "transformer"

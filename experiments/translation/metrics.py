@@ -107,3 +107,66 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str],
             for name, metric in metrics.items()}
   return Scores(**values, sources=len(hyps),
                 signatures={name: str(metric.get_signature()) for name, metric in metrics.items()})
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthBucket:
+  """The scores of the sources whose length falls in [low, high] words.
+
+  Attributes:
+    low, high: the bucket's bounds in source words, inclusive (high None: no upper bound).
+    lines: the lines (source, reference) in the bucket; a source with several references has
+      several lines.
+    scores: the Scores of its hypotheses (each distinct source once, against all of its
+      references), or None for an empty bucket.
+  """
+  low: int
+  high: int | None
+  lines: int
+  scores: Scores | None
+
+  @property
+  def label(self) -> str:
+    if self.high is None:
+      return f"{self.low}+"
+    return str(self.low) if self.low == self.high else f"{self.low}-{self.high}"
+
+
+def source_words(source: str) -> int:
+  """A source's length for bucketing: its whitespace-separated words (punctuation attached to a
+  word counts with it), the same for every tokenizer."""
+  return len(source.split())
+
+
+def scores_by_length(hypotheses: Sequence[str], references: Sequence[str],
+                     sources: Sequence[str], edges: Sequence[int]) -> list[LengthBucket]:
+  """`score_translations` within buckets of source length (source_words).
+
+  Args:
+    hypotheses, references, sources: n lines each, as score_translations (sources group the
+      references of one sentence, and give its length).
+    edges: ascending upper bounds, at least 1: buckets [1, e0], [e0 + 1, e1], ..., [e_last + 1,
+      inf).
+
+  Returns:
+    len(edges) + 1 LengthBuckets, shortest first.
+
+  Raises:
+    ValueError: edges not strictly ascending positive integers, or lines of unequal counts.
+  """
+  edges = list(edges)
+  ascending = all(a < b for a, b in zip(edges, edges[1:]))
+  if not edges or not ascending or any(not isinstance(e, int) or e < 1 for e in edges):
+    raise ValueError(f"edges: expected strictly ascending positive integers, got {edges}")
+  if not len(hypotheses) == len(references) == len(sources):
+    raise ValueError(f"hypotheses, references and sources must have the same length, got "
+                     f"{len(hypotheses)}, {len(references)} and {len(sources)}")
+  bounds = list(zip([1] + [e + 1 for e in edges], edges + [None]))
+  buckets = []
+  for low, high in bounds:
+    keep = [i for i, s in enumerate(sources)
+            if low <= source_words(s) and (high is None or source_words(s) <= high)]
+    scores = (score_translations([hypotheses[i] for i in keep], [references[i] for i in keep],
+                                 [sources[i] for i in keep]) if keep else None)
+    buckets.append(LengthBucket(low, high, len(keep), scores))
+  return buckets

@@ -31,7 +31,9 @@ from experiments import plots
 from experiments.config import Config
 from experiments.seq2seq.task import Seq2SeqTask
 from experiments.task import pipeline_options
+from experiments.translation import configs
 from experiments.translation import metrics
+from pipelines import sources
 from pipelines.tasks import AnyVocab
 from pipelines.tasks import FraEngText
 from pipelines.tasks import TranslationData
@@ -44,6 +46,40 @@ HEATMAP_FILE = "attention.png"
 # d2l's four sentences (d2l 10.7 / 11.4); d2l's word tokenizer reads them as d2l spelled them
 # ("go .", "good night !" ...).
 D2L_SENTENCES = ("Go.", "Good night!", "I'm OK.", "I won!")
+
+
+def read_first_pairs(source: str | os.PathLike | None, count: int) -> list[dict[str, str]]:
+  """The pairs of the first `count` lines of fra.txt, as d2l's `load_data_nmt(num_examples=count)`
+  takes them: lines split at newlines, the first `count` lines read, those with a tab kept
+  ({'en': first column, 'fr': second}, the raw texts; the tokenizer normalises them).
+
+  Args:
+    source: what `--data-dir` names (fra-eng.zip, its folder, a folder holding it, or fra.txt);
+      None: the shipped sample (its first lines are not the full file's).
+    count: d2l's num_examples, at least 1.
+
+  Raises:
+    SourceError: the source cannot be found or read (naming it); ValueError: count < 1, or no
+      pair among the first lines.
+  """
+  if count < 1:
+    raise ValueError(f"data.first_pairs: expected at least 1 line, got {count}")
+  if source is None:
+    path = sources.sample_path("fra_eng")
+  else:
+    path = sources.resolve("fra_eng", source, data_dir=sources.default_data_dir())
+  files = sources.read_files(path, lambda rel: rel.rsplit("/", 1)[-1] == "fra.txt")
+  if len(files) != 1:
+    raise sources.SourceError(f"{path}: expected one fra.txt, found {sorted(files) or 'none'}")
+  [(name, data)] = files.items()
+  pairs = []
+  for line in sources.decode_utf8(data, f"{path}:{name}").split("\n")[:count]:
+    columns = line.rstrip("\r").split("\t")
+    if len(columns) >= 2:
+      pairs.append({"en": columns[0], "fr": columns[1]})
+  if not pairs:
+    raise ValueError(f"{path}: no English<TAB>French pair in its first {count} lines")
+  return pairs
 
 
 class SharedVocabTranslationData(TranslationData):
@@ -127,12 +163,16 @@ class TranslationTask(Seq2SeqTask):
     return self.config.data.tokenizer == "sentencepiece"
 
   def load_data(self) -> TranslationData:
-    """The prepared fra-eng splits (the shipped sample when config.data_dir is None)."""
+    """The prepared fra-eng splits (the shipped sample when config.data_dir is None), or with
+    `data.first_pairs` the first pairs of the file as every split (see `read_first_pairs`)."""
     d = self.config.data
     shared_words = self.config.model.shared_vocab and not self.subwords
     cls = SharedVocabTranslationData if shared_words else TranslationData
-    return cls.load(source=self.config.data_dir, data_dir=d.prepared_dir,
-                    **pipeline_options(d, TranslationOptions))
+    options = pipeline_options(d, TranslationOptions)
+    if getattr(d, "first_pairs", None) is not None:
+      pairs = read_first_pairs(self.config.data_dir, d.first_pairs)
+      return cls.from_records({"train": pairs, "dev": pairs, "test": pairs}, **options)
+    return cls.load(source=self.config.data_dir, data_dir=d.prepared_dir, **options)
 
   def artifacts_from_data(self) -> dict[str, AnyVocab]:
     if self.subwords:
@@ -292,7 +332,8 @@ class TranslationTask(Seq2SeqTask):
   # -- end of training -----------------------------------------------------------------------------
 
   def on_train_end(self, params, workdir: str) -> None:
-    """Saves the test translations, d2l's four sentences and their heatmaps."""
+    """Saves the test translations, d2l's four sentences and their heatmaps (none for a model
+    without attention, models.PlainTranslator)."""
     if self.test_outputs is not None:
       with open(os.path.join(workdir, TEST_TRANSLATIONS_FILE), "w", encoding="utf-8") as f:
         f.write("source\treference\tgreedy\tbeam\n")
@@ -300,13 +341,18 @@ class TranslationTask(Seq2SeqTask):
           f.write("\t".join(row) + "\n")
     d = self.config.data
     examples = {"greedy": {}, f"beam{d.beam_size}": {}}
+    heatmaps = self.model.has_attention
     for beam, key in ((1, "greedy"), (d.beam_size, f"beam{d.beam_size}")):
-      found = self.translate(params, D2L_SENTENCES, beam_size=beam, with_attention=beam == 1)
+      found = self.translate(params, D2L_SENTENCES, beam_size=beam,
+                             with_attention=heatmaps and beam == 1)
       paths = plots.numbered_paths(os.path.join(workdir, HEATMAP_FILE), len(found))
       for translation, path in zip(found, paths):
         examples[key][translation.source] = translation.text
-        if beam == 1:
+        if heatmaps and beam == 1:
           self.draw_heatmap(translation, path)
+    chapter = configs.CHAPTER_EXAMPLES.get(self.config.model_name)
+    if chapter:  # what the chapter this run follows printed for the same sentences
+      examples["chapter"] = dict(chapter)
     with open(os.path.join(workdir, EXAMPLES_FILE), "w", encoding="utf-8") as f:
       json.dump(examples, f, ensure_ascii=False, indent=2)
       f.write("\n")

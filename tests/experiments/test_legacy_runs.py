@@ -58,6 +58,11 @@ def test_legacy_run_predicts_what_it_printed(name, tmp_path):
   else:  # written before data.protocol existed: their dev split was the random one
     assert "protocol" not in saved["data"]
     assert runs.load_config(str(workdir)).data.protocol == "random_dev"
+  if saved["experiment"] in ("translation", "couplet"):
+    # Written before model.loss_reduction existed: they trained on the mean per target token,
+    # even couplet's `lstm`, whose named run now sums over each line (OLD_RUN_VALUES).
+    assert "loss_reduction" not in saved["model"]
+    assert runs.load_config(str(workdir)).model.loss_reduction == "token_mean"
   if saved["experiment"] == "translation":
     assert "tokenizer" not in saved["data"]
     assert runs.load_config(str(workdir)).data.tokenizer == "d2l_words"

@@ -77,6 +77,27 @@ def test_sequence_loss_exact_value_and_padding_weighs_nothing():
   assert np.all(np.abs(np.asarray(grad)[0]) > 0)
 
 
+def test_sequence_sum_reduction_exact_value():
+  """'sequence_sum' (the Paddle couplet chapter's): each real row's summed cross-entropy, averaged
+  over the real rows; the logged 'loss' pair counts rows, 'nll' still counts tokens."""
+  rng = np.random.default_rng(1)
+  logits = rng.normal(size=(3, 5, 7)).astype(np.float32)  # B=3, T=5, V=7
+  targets = np.array([[1, 4, 6, 3, 2], [5, 3, 0, 0, 0], [2, 3, 1, 0, 0]], np.int32)
+  lengths = np.array([5, 2, 3], np.int32)
+  weight = np.array([1.0, 1.0, 0.0], np.float32)  # the third row is a filler row
+  loss, m = jax.jit(sequence_loss, static_argnums=(4, 5))(logits, targets, lengths, weight, 0.0,
+                                                         "sequence_sum")
+  logp = _log_softmax(logits.astype(np.float64))
+  sums = [-sum(logp[b, t, targets[b, t]] for t in range(lengths[b])) for b in (0, 1)]
+  np.testing.assert_allclose(float(loss), np.mean(sums), rtol=1e-6)
+  np.testing.assert_allclose([float(v) for v in m["loss"]], [np.sum(sums), 2.0], rtol=1e-6)
+  np.testing.assert_allclose([float(v) for v in m["nll"]], [np.sum(sums), 7.0], rtol=1e-6)
+  token_mean, _ = sequence_loss(logits, targets, lengths, weight)
+  np.testing.assert_allclose(float(token_mean), np.sum(sums) / 7.0, rtol=1e-6)
+  with pytest.raises(ValueError, match="reduction"):
+    sequence_loss(logits, targets, lengths, weight, 0.0, "sum")
+
+
 def test_label_smoothing_exact_value():
   logits = np.array([[[2.0, 0.5, -1.0, 0.0, 1.0], [0.0, 3.0, 1.0, -2.0, 0.5]]], np.float32)
   targets = np.array([[4, 1]], np.int32)
