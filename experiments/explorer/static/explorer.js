@@ -350,14 +350,24 @@
     const started = performance.now();
     try {
       const response = await api(`/api/runs/${encodeURIComponent(run.id)}/answer`, request);
+      const first = !panel.answer;
       panel.request = request;
       panel.answer = response;
+      if (first) panel.view = defaultView(response.attention || []);
       panel.seconds = (performance.now() - started) / 1000;
       keepView(panel);
       renderPanel(panel);
     } catch (error) {
       showError(`#${run.id} (${run.model}): ${error.message}`);
     }
+  }
+
+  /** A run's first picture: its cross-attention if it has one (what a seq2seq model is read
+   * for), else its first map; the last layer, the average of the heads. */
+  function defaultView(maps) {
+    const cross = maps.findIndex((map) => map.kind === 'cross');
+    const map = Math.max(0, cross);
+    return {map, layer: maps[map] ? maps[map].layers - 1 : 0, head: MEAN};
   }
 
   /** Keeps the chosen map, layer and head across answers where the new answer has them. */
@@ -521,7 +531,7 @@
   function friendlySentiment(output) {
     const words = output.words || [];
     const weights = (output.word_weights || output.weights || []).map(Number);
-    const top = Math.max(1e-12, ...weights);
+    const top = Math.max(2 / Math.max(1, weights.length), ...weights);  // as the heatmap's scale
     const text = el('p', {className: 'shaded', 'data-testid': 'shaded-words',
       'aria-label': 'The words shaded by their attention weight'});
     words.forEach((word, i) => {
@@ -595,7 +605,10 @@
     const available = Math.max(200, (box.clientWidth || 600) - left - rightBar - 4);
     const fit = Math.min(available / Math.max(cols, 1), 560 / Math.max(rows, 1));
     const cell = Math.max(3, Math.min(options.maxCell || 34, Math.floor(fit)));
-    const width = Math.max(left + cols * cell + rightBar, 320);
+    ctx.font = `600 13px ${FONT_STACK}`;
+    const titleWidth = ctx.measureText(shown.title || '').width + 12;
+    ctx.font = font;
+    const width = Math.ceil(Math.max(left + cols * cell + rightBar, titleWidth, 320));
     const height = top + rows * cell + bottom;
     const dpr = window.devicePixelRatio || 1;
     canvas.width = Math.ceil(width * dpr);
@@ -605,9 +618,11 @@
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.fillStyle = '#fff';
     ctx.fillRect(0, 0, width, height);
+    // The colour scale runs from 0 to the largest weight, or to twice the uniform weight 2/K
+    // when no weight reaches that, so a near-uniform map looks even rather than all dark.
     let peak = 0;
     for (const row of matrix) for (const w of row) peak = Math.max(peak, w);
-    const scale = peak > 0 ? peak : 1;
+    const scale = Math.max(peak, cols ? 2 / cols : 0) || 1;
 
     for (let q = 0; q < rows; q++) {  // the cells
       for (let k = 0; k < cols; k++) {
