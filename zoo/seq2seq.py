@@ -407,13 +407,19 @@ class Seq2Seq(nn.Module):
     encoder: maps (src (B, S), src_lens (B,), deterministic=...) to (outputs, final state), e.g.
       RecurrentEncoder.
     decoder: BahdanauDecoder or LuongDecoder (or anything with their methods).
+    encode_padding: run the encoder over every position of src, padding included, as d2l's
+      encoder does (its final state, which starts the decoder, then comes after the padding);
+      False (the default): it stops at each source's length. The attention masks padded
+      positions either way.
   """
   encoder: nn.Module
   decoder: nn.Module
+  encode_padding: bool = False
 
   def encode(self, src: jax.Array, src_lens: jax.Array, *, deterministic: bool = True):
     """src int (B, S), src_lens int (B,) -> (enc_outputs (B, S, E), final state)."""
-    return self.encoder(src, src_lens, deterministic=deterministic)
+    return self.encoder(src, None if self.encode_padding else src_lens,
+                        deterministic=deterministic)
 
   def __call__(self, src: jax.Array, src_lens: jax.Array, tokens: jax.Array, *,
                deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
@@ -434,31 +440,32 @@ class Seq2Seq(nn.Module):
 
 def _seq2seq(decoder_cls, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int,
              hidden_size: int, num_layers: int, dropout_rate: float, dtype: Dtype,
-             param_dtype: Dtype, **decoder_fields) -> Seq2Seq:
+             param_dtype: Dtype, encode_padding: bool = False, **decoder_fields) -> Seq2Seq:
   sizes = dict(embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
                dropout_rate=dropout_rate, dtype=dtype, param_dtype=param_dtype)
   return Seq2Seq(RecurrentEncoder(src_vocab_size, **sizes),
-                 decoder_cls(tgt_vocab_size, **sizes, **decoder_fields))
+                 decoder_cls(tgt_vocab_size, **sizes, **decoder_fields),
+                 encode_padding=encode_padding)
 
 
 def bahdanau_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, hidden_size: int,
                      num_layers: int = 1, dropout_rate: float = 0.0, dtype: Dtype = jnp.float32,
-                     param_dtype: Dtype = jnp.float32) -> Seq2Seq:
+                     param_dtype: Dtype = jnp.float32, encode_padding: bool = False) -> Seq2Seq:
   """d2l's seq2seq with Bahdanau attention: RecurrentEncoder + BahdanauDecoder of equal sizes
   (section 10.4 of d2l 0.17 trains embed_dim 32, hidden_size 32, num_layers 2, dropout_rate
-  0.1)."""
+  0.1); encode_padding: see Seq2Seq."""
   return _seq2seq(BahdanauDecoder, src_vocab_size, tgt_vocab_size, embed_dim, hidden_size,
-                  num_layers, dropout_rate, dtype, param_dtype)
+                  num_layers, dropout_rate, dtype, param_dtype, encode_padding)
 
 
 def plain_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, hidden_size: int,
                   num_layers: int = 1, dropout_rate: float = 0.0, dtype: Dtype = jnp.float32,
-                  param_dtype: Dtype = jnp.float32) -> Seq2Seq:
+                  param_dtype: Dtype = jnp.float32, encode_padding: bool = False) -> Seq2Seq:
   """d2l's encoder-decoder without attention: RecurrentEncoder + PlainDecoder of equal sizes
   (d2l 10.7 trains embed_dim 32, hidden_size 32, num_layers 2, dropout_rate 0.1, with GRUs).
-  Its __call__ gives (logits, None)."""
+  Its __call__ gives (logits, None); encode_padding: see Seq2Seq."""
   return _seq2seq(PlainDecoder, src_vocab_size, tgt_vocab_size, embed_dim, hidden_size,
-                  num_layers, dropout_rate, dtype, param_dtype)
+                  num_layers, dropout_rate, dtype, param_dtype, encode_padding)
 
 
 def luong_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, hidden_size: int,

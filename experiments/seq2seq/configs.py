@@ -36,6 +36,9 @@ class BahdanauConfig:
     dropout_rate: between LSTM layers and on the attention weights.
     label_smoothing: the share of the target probability spread uniformly over the vocabulary.
     loss_reduction: 'token_mean' or 'sequence_sum' (see the module docstring).
+    encode_padding: the encoder runs over the padding too, as d2l's (its final state, which
+      starts the decoder, comes after the padding; zoo.seq2seq.Seq2Seq); False: it stops at each
+      source's length. Runs saved before the setting existed stopped (OLD_RUN_VALUES).
   """
   embed_dim: int = 256
   hidden_size: int = 512
@@ -43,8 +46,9 @@ class BahdanauConfig:
   dropout_rate: float = 0.2
   label_smoothing: float = 0.0
   loss_reduction: LossReduction = "token_mean"
+  encode_padding: bool = False
 
-  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = _OLD_RUN_VALUES
+  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {**_OLD_RUN_VALUES, "encode_padding": False}
 
   shared_vocab = False  # a joint English+French vocabulary is never needed
 
@@ -53,7 +57,7 @@ class BahdanauConfig:
     return models.BahdanauTranslator(
         src_vocab_size, tgt_vocab_size, embed_dim=self.embed_dim, hidden_size=self.hidden_size,
         num_layers=self.num_layers, dropout_rate=self.dropout_rate, dtype=dtype,
-        param_dtype=param_dtype)
+        param_dtype=param_dtype, encode_padding=self.encode_padding)
 
 
 @dataclasses.dataclass
@@ -159,6 +163,7 @@ class PlainConfig:
     dropout_rate: between LSTM layers.
     label_smoothing: the share of the target probability spread uniformly over the vocabulary.
     loss_reduction: 'token_mean' or 'sequence_sum' (see the module docstring).
+    encode_padding: the encoder runs over the padding too, as d2l's (see BahdanauConfig).
   """
   embed_dim: int = 256
   hidden_size: int = 512
@@ -166,8 +171,9 @@ class PlainConfig:
   dropout_rate: float = 0.2
   label_smoothing: float = 0.0
   loss_reduction: LossReduction = "token_mean"
+  encode_padding: bool = False
 
-  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = _OLD_RUN_VALUES
+  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {**_OLD_RUN_VALUES, "encode_padding": False}
   shared_vocab = False
 
   def build(self, src_vocab_size: int, tgt_vocab_size: int, dtype: Any,
@@ -175,7 +181,7 @@ class PlainConfig:
     return models.PlainTranslator(
         src_vocab_size, tgt_vocab_size, embed_dim=self.embed_dim, hidden_size=self.hidden_size,
         num_layers=self.num_layers, dropout_rate=self.dropout_rate, dtype=dtype,
-        param_dtype=param_dtype)
+        param_dtype=param_dtype, encode_padding=self.encode_padding)
 
 
 def decoding_defaults(configs: dict[str, Callable[[], Any]]) -> str:

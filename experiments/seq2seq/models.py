@@ -109,14 +109,15 @@ class Translator(abc.ABC):
 
 
 class BahdanauTranslator(Translator):
-  """d2l's seq2seq with Bahdanau attention (zoo.seq2seq.Seq2Seq with a BahdanauDecoder)."""
+  """d2l's seq2seq with Bahdanau attention (zoo.seq2seq.Seq2Seq with a BahdanauDecoder);
+  encode_padding: the encoder reads the padding too, as d2l's (zoo.seq2seq.Seq2Seq)."""
 
   def __init__(self, src_vocab_size: int, tgt_vocab_size: int, *, embed_dim: int,
                hidden_size: int, num_layers: int, dropout_rate: float, dtype: Any = jnp.float32,
-               param_dtype: Any = jnp.float32):
+               param_dtype: Any = jnp.float32, encode_padding: bool = False):
     super().__init__(seq2seq.bahdanau_seq2seq(src_vocab_size, tgt_vocab_size, embed_dim,
                                               hidden_size, num_layers, dropout_rate, dtype,
-                                              param_dtype))
+                                              param_dtype, encode_padding))
 
   def init(self, rng, src, src_len, tgt_in):
     return self.module.init({"params": rng}, src, src_len, tgt_in)["params"]
@@ -236,10 +237,10 @@ class PlainTranslator(BahdanauTranslator):
 
   def __init__(self, src_vocab_size: int, tgt_vocab_size: int, *, embed_dim: int,
                hidden_size: int, num_layers: int, dropout_rate: float, dtype: Any = jnp.float32,
-               param_dtype: Any = jnp.float32):
+               param_dtype: Any = jnp.float32, encode_padding: bool = False):
     Translator.__init__(self, seq2seq.plain_seq2seq(
         src_vocab_size, tgt_vocab_size, embed_dim, hidden_size, num_layers, dropout_rate, dtype,
-        param_dtype))
+        param_dtype, encode_padding))
 
   def cross_attention(self, params, src, src_len, tgt_in):
     raise NoAttentionError(

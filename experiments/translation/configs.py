@@ -229,10 +229,12 @@ def bahdanau_d2l() -> config_lib.Config:
   #33 quotes): `load_data_nmt(64, 10)`, i.e. the first 1,000 lines of fra.txt (num_examples=1000;
   d2l 0.17's 11.4 and 10.7 take 600 and train 250 and 300 epochs with GRUs and dropout 0.1: not
   this run), d2l's lowercased words with min_freq 3, 10 steps; embeddings and a 2-layer LSTM of
-  32 in the encoder and the decoder, additive attention of 32, dropout 0; batch 64, Adam 0.005,
-  500 epochs; gradients clipped as d2l clips them (norm 5 of its summed loss: see
-  D2L_CLIP_NORM, with model.loss_reduction 'sequence_sum', which Adam's scale invariance leaves
-  otherwise unchanged).
+  32 in the encoder and the decoder, additive attention of 32, dropout 0; the encoder runs over
+  the padding as d2l's does (`model.encode_padding`: its final state, which starts the decoder,
+  comes after the padding of the source's 10 positions); batch 64, Adam 0.005, 500 epochs;
+  gradients clipped as d2l clips them (norm 5 of its summed loss: see D2L_CLIP_NORM, with
+  model.loss_reduction 'sequence_sum', which Adam's scale invariance leaves otherwise
+  unchanged).
 
   The chapter: loss 0.104 at epoch 50, 0.046 at 100, 0.023 at 500, where its loss is the mean
   cross-entropy per target token divided by 9 (its MaskedSoftmaxCELoss averages each row over
@@ -240,15 +242,15 @@ def bahdanau_d2l() -> config_lib.Config:
   (per token) / 9 is the same quantity. Its greedy outputs: "Go . => va !", "Good Night ! => !",
   "I'm OK . => ça va .", "I won ! => j'ai gagné !".
 
-  Where ours still differs: flax's initialization, not PyTorch's; the source ends with eos and
-  the encoder stops at each source's length (d2l's runs over the padding); batches are drawn by
+  Where ours still differs: flax's initialization, not PyTorch's; the source ends with eos (d2l's
+  has none, so ours reads one more token before the padding); batches are drawn by
   length bucket from one width (10), and the epoch's last batch is filled with empty rows (d2l's
   is short); d2l's tokenizer of that edition puts no space before '?' (ours, d2l 0.17's, does).
   Dev and test are the same 1,000 training pairs. Measured: docs/RESULTS.md, "d2l's toy
   translation runs".
   """
   return _d2l_toy(BahdanauConfig(embed_dim=32, hidden_size=32, num_layers=2, dropout_rate=0.0,
-                                 loss_reduction="sequence_sum"))
+                                 loss_reduction="sequence_sum", encode_padding=True))
 
 
 def seq2seq_d2l() -> config_lib.Config:
@@ -260,7 +262,7 @@ def seq2seq_d2l() -> config_lib.Config:
   of settings; bahdanau_d2l's chapter numbers are the reference (docs/RESULTS.md, "d2l's toy
   translation runs")."""
   return _d2l_toy(PlainConfig(embed_dim=32, hidden_size=32, num_layers=2, dropout_rate=0.0,
-                              loss_reduction="sequence_sum"))
+                              loss_reduction="sequence_sum", encode_padding=True))
 
 
 CONFIGS = {

@@ -10,8 +10,9 @@ as the bottom layer's input; a dense layer maps the top output to logits. The en
 embedding and a stacked LSTM whose final state starts the decoder.
 
 d2l runs its encoder over padded positions too; zoo's stops at each source's length (as PyTorch's
-packed sequences do). With full-length sources the two are the same model; with padded ones this
-re-statement runs each source over its own tokens only.
+packed sequences do) unless asked to read the padding (`encode_padding`, d2l's way). With
+full-length sources the two are the same model; with padded ones this re-statement runs each
+source over its own tokens only, or over all S positions for `encode_padding`.
 
 The model's parameters are converted to that layout (and every one replaced by random values
 first, so none is zero or symmetric), and both compute teacher-forced logits and attention
@@ -131,9 +132,14 @@ def model_and_params():
   return model, params
 
 
-@pytest.mark.parametrize("src_len", [[S, S, S], [S, 4, 1]], ids=["full", "padded"])
-def test_logits_and_attention_match_d2l(model_and_params, src_len):
+@pytest.mark.parametrize("src_len, encode_padding", [([S, S, S], False), ([S, 4, 1], False),
+                                                     ([S, 4, 1], True)],
+                         ids=["full", "padded", "padded-encoder-reads-padding"])
+def test_logits_and_attention_match_d2l(model_and_params, src_len, encode_padding):
   model, params = model_and_params
+  if encode_padding:
+    model = BahdanauTranslator(V_SRC, V_TGT, embed_dim=EMBED, hidden_size=H, num_layers=LAYERS,
+                               dropout_rate=0.3, encode_padding=True)
   rng = np.random.default_rng(5)
   src_len = np.array(src_len, np.int32)
   src = rng.integers(1, V_SRC, size=(B, S)).astype(np.int32)
@@ -143,7 +149,7 @@ def test_logits_and_attention_match_d2l(model_and_params, src_len):
   weights = np.asarray(jax.jit(model.cross_attention)(params, src, src_len, tgt_in))  # (B, T, S)
 
   d2l = _torch_layout(jax.tree.map(lambda x: np.asarray(x, np.float64), params), rng)
-  enc_outputs, state = d2l_encoder(d2l, src, src_len)
+  enc_outputs, state = d2l_encoder(d2l, src, np.full(B, S) if encode_padding else src_len)
   expected_logits, expected_weights = d2l_decoder(d2l, tgt_in, enc_outputs, state, src_len)
   assert logits.shape == (B, T, V_TGT) and weights.shape == (B, T, S)
   np.testing.assert_allclose(logits, expected_logits, atol=1e-5, rtol=1e-5)

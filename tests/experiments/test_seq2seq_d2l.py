@@ -98,15 +98,23 @@ def _inputs(src_len):
   return src, src_len, tgt_in
 
 
-@pytest.mark.parametrize("src_len", [[S, S, S], [S, 4, 1]], ids=["full", "padded"])
-def test_logits_match_d2l(model_and_params, src_len):
+@pytest.mark.parametrize("src_len, encode_padding", [([S, S, S], False), ([S, 4, 1], False),
+                                                     ([S, 4, 1], True)],
+                         ids=["full", "padded", "padded-encoder-reads-padding"])
+def test_logits_match_d2l(model_and_params, src_len, encode_padding):
+  """With encode_padding the encoder runs over all S positions, as d2l's does: its final state
+  comes after the padding."""
   model, params = model_and_params
+  if encode_padding:
+    model = PlainConfig(embed_dim=EMBED, hidden_size=H, num_layers=LAYERS, dropout_rate=0.3,
+                        encode_padding=True).build(V_SRC, V_TGT, jnp.float32, jnp.float32)
   src, src_len, tgt_in = _inputs(src_len)
   logits = np.asarray(jax.jit(model.logits)(params, src, src_len, tgt_in))  # (B, T, V)
 
   d2l = _torch_layout(jax.tree.map(lambda x: np.asarray(x, np.float64), params),
                       np.random.default_rng(5))
-  _, state = d2l_encoder(d2l, src, src_len)
+  read = np.full(B, S) if encode_padding else src_len  # what the numpy encoder runs over
+  _, state = d2l_encoder(d2l, src, read)
   expected = d2l_plain_decoder(d2l, tgt_in, state)
   assert logits.shape == (B, T, V_TGT)
   np.testing.assert_allclose(logits, expected, atol=1e-5, rtol=1e-5)
@@ -200,6 +208,7 @@ def test_the_d2l_runs_differ_only_by_the_decoder_and_seq2seq_cpu_is_bahdanau_cpu
   assert d2l_plain.data.first_pairs == 1000 and d2l_plain.data.min_freq == 3
   assert d2l_plain.train.num_epochs == 500 and d2l_plain.train.batch_size == 64
   assert d2l_plain.optimizer.grad_clip_norm == pytest.approx(5 * 9 / 64)
+  assert d2l_plain.model.encode_padding and d2l_plain.model.loss_reduction == "sequence_sum"
   assert isinstance(d2l_plain.model, PlainConfig)
   assert (d2l_plain.model.embed_dim, d2l_plain.model.hidden_size, d2l_plain.model.num_layers,
           d2l_plain.model.dropout_rate) == (32, 32, 2, 0.0)
@@ -208,3 +217,15 @@ def test_the_d2l_runs_differ_only_by_the_decoder_and_seq2seq_cpu_is_bahdanau_cpu
   assert (cpu_attention.train, cpu_attention.optimizer, cpu_attention.data) == (
       cpu_plain.train, cpu_plain.optimizer, cpu_plain.data)
   assert dataclasses.asdict(cpu_plain.model) == dataclasses.asdict(cpu_attention.model)
+
+
+def test_a_saved_config_without_the_new_settings_loads_as_it_ran():
+  """bahdanau_d2l reads the padding with the summed loss; a config.json saved before either
+  setting existed trained without them (OLD_RUN_VALUES), whatever the named run says now."""
+  named = translation_configs.CONFIGS["bahdanau_d2l"]()
+  assert named.model.encode_padding and named.model.loss_reduction == "sequence_sum"
+  saved = config_lib.to_dict(named)
+  for key in ("encode_padding", "loss_reduction"):
+    del saved["model"][key]
+  loaded = config_lib.update_from_dict(named, saved)
+  assert not loaded.model.encode_padding and loaded.model.loss_reduction == "token_mean"
