@@ -5,9 +5,11 @@ The test types a review, reads the answer, switches layer and head, and checks t
 draws is what the command line gives for the same input: the lines `predict sentiment` prints,
 the word weights it prints (the last layer's average of heads, averaged over the query words, to
 its 4 decimals), and every layer's and head's weights of the model itself; the hover text is
-Python's '{:.4f}' of the drawn weight. Then an empty input (an error shown on the page, which goes
-on answering) and one computation on the zoo tab, checked against numpy. A screenshot of each tab
-is saved under test-artifacts/explorer/ (gitignored), or $EXPLORER_ARTIFACTS.
+Python's '{:.4f}' of the drawn weight; the PNG and JSON downloads hold that picture and those
+weights. Then an empty input (an error shown on the page, which goes on answering) and one
+computation on the zoo tab, checked against numpy; the page fetched nothing from anywhere but the
+server. A screenshot of each tab is saved under test-artifacts/explorer/ (gitignored), or
+$EXPLORER_ARTIFACTS.
 
 Without the `playwright` package or a Chromium the test is skipped with the reason; with
 EXPLORER_BROWSER_REQUIRED=1 (set by .ci/run) it fails instead. `playwright install` is never
@@ -157,6 +159,8 @@ def test_page_shows_the_command_lines_weights(request, tmp_path):
       page = browser.new_page(viewport={"width": 1280, "height": 800})
       page_errors: list[str] = []
       page.on("pageerror", lambda error: page_errors.append(str(error)))
+      requested: list[str] = []
+      page.on("request", lambda r: requested.append(r.url))
       page.goto(base + "/")
       page.wait_for_selector("body[data-ready]")
       assert page.locator("#run-select-0 option").count() == 1
@@ -198,6 +202,19 @@ def test_page_shows_the_command_lines_weights(request, tmp_path):
           assert f": {shown['weights'][q, k]:.4f} " in readout, readout
       page.screenshot(path=os.path.join(shots, "runs.png"), full_page=True)
 
+      # The downloads: the picture as PNG, the shown weights (and the whole map) as JSON.
+      with page.expect_download() as download:
+        page.click("#download-png-0")
+      with open(download.value.path(), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+      with page.expect_download() as download:
+        page.click("#download-json-0")
+      with open(download.value.path(), encoding="utf-8") as f:
+        saved = json.load(f)
+      assert saved["shown"]["layer"] == layers - 1 and saved["shown"]["head"] == heads - 1
+      np.testing.assert_array_equal(saved["shown"]["weights"], shown["weights"])
+      assert saved["input"] == REVIEW and saved["map"]["key_tokens"] == words
+
       # An empty input: a message on the page, and the page still answers afterwards.
       page.fill("#input-text", "   ")
       page.click("#submit")
@@ -209,6 +226,9 @@ def test_page_shows_the_command_lines_weights(request, tmp_path):
 
       check_zoo_tab(page, os.path.join(shots, "zoo.png"))
       assert not page_errors, page_errors
+      elsewhere = [url for url in requested
+                   if not url.startswith((base + "/", "data:", "blob:"))]
+      assert not elsewhere, f"the page fetched from elsewhere: {elsewhere}"  # works offline
       browser.close()
   finally:
     server.terminate()
