@@ -30,7 +30,8 @@
       http://127.0.0.1:8000/ by default: each run's answer to an input as `predict` prints it,
       and every attention of its model as heatmaps (every layer and head), two runs side by side,
       and the zoo page (one zoo attention on typed numbers). Every run is loaded before the
-      server starts; a --workdir that is missing, not a run, or damaged is refused (exit 2).
+      server starts; a --workdir that is missing or not a run is refused (exit 2), one whose
+      checkpoint is damaged too (exit 1, as predict).
       Binds 127.0.0.1 unless --host says otherwise (with a note: others may then reach it);
       nothing is fetched from the internet. Ctrl-C stops it.
 
@@ -233,7 +234,7 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
     explorer = service.Explorer(args.workdir, service.Limits(max_chars=args.max_chars))
   except service.RunRefusedError as e:
     console.error(str(e))
-    return 2
+    return 1 if e.damaged else 2  # a damaged checkpoint fails as predict's does
   import uvicorn  # pylint: disable=g-import-not-at-top
   from experiments.explorer import app as app_lib  # pylint: disable=g-import-not-at-top
   if args.host not in LOCAL_HOSTS:

@@ -69,7 +69,12 @@ class UnknownRunError(ExplorerError):
 
 class RunRefusedError(ExplorerError):
   """A --workdir that cannot be served: missing, not a run, damaged, or of a model that does not
-  predict (named with the reason)."""
+  predict (named with the reason). `damaged`: its checkpoint failed verification or does not fit
+  the model (the command line's failure while running, exit 1; the others are input errors)."""
+
+  def __init__(self, message: str, damaged: bool = False):
+    super().__init__(message)
+    self.damaged = damaged
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +155,7 @@ def _shown(value: Any) -> str:
           list: "a list", dict: "an object", type(None): "null"}.get(type(value), "a value")
   if value is None:
     return kind
-  return f"{kind} {excerpt(value, 40) if isinstance(value, str) else excerpt(repr(value), 40)}"
+  return f"{kind} {excerpt(value, 40) if isinstance(value, str) else repr(value)[:40]}"
 
 
 def check_options(spec: Mapping[str, Option], given: Any) -> dict[str, Any]:
@@ -353,8 +358,8 @@ def _couplet_answer(run: runs.Run, text: str, options: dict[str, Any], console: 
   _, src = task.encode_upper(generation.upper)
   best = generation.tokens[0]
   maps = task.attention_maps(run.params, src, task.vocab.encode(best))
-  return output, _seq2seq_maps(maps, generation.chars + ["</s>"], best + ["</s>"],
-                               ["<s>", *best])
+  ended = best + ["</s>"] if len(best) < task.max_target_len else best  # cut at the most: no eos
+  return output, _seq2seq_maps(maps, generation.chars + ["</s>"], ended, ["<s>", *best])
 
 
 def _matching_options(run: runs.Run, limits: Limits) -> dict[str, Option]:
@@ -432,7 +437,7 @@ def load(workdir: str) -> runs.Run:
   except FileNotFoundError as e:
     raise RunRefusedError(f"--workdir {workdir} is not a training run: {e}") from None
   except (CheckpointDamagedError, CheckpointMismatchError) as e:
-    raise RunRefusedError(f"--workdir {workdir}: {e}") from None
+    raise RunRefusedError(f"--workdir {workdir}: {e}", damaged=True) from None
   except ValueError as e:
     raise RunRefusedError(f"--workdir {workdir} cannot be loaded: {e}") from None
   if run.config.experiment not in KINDS:

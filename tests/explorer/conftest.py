@@ -7,9 +7,13 @@ does and that its attention maps are the model's.
 
 from __future__ import annotations
 
+import os
+import pathlib
+
 import jax
 import pytest
 
+from experiments import metrics_log
 from experiments import runs
 from experiments import trainer
 
@@ -48,16 +52,24 @@ def train_tiny(root, name: str) -> str:
   experiment, model, overrides = TINY_RUNS[name]
   cfg = runs.make_config(experiment, model, overrides=[*ONE_STEP, *overrides])
   workdir = str(root / name)
-  trainer.train(runs.make_task(cfg), cfg, workdir, devices=jax.devices()[:1])
+  task = runs.make_task(cfg)
+  task.on_train_end = lambda params, workdir: None  # the demo heatmaps and samples: not needed
+  trainer.train(task, cfg, workdir, devices=jax.devices()[:1])
   return workdir
 
 
 @pytest.fixture(scope="session")
 def tiny_runs(tmp_path_factory) -> dict[str, str]:
-  """name -> the directory of that tiny run, every one of TINY_RUNS trained once."""
+  """name -> the directory of that tiny run, every one of TINY_RUNS trained once.
+
+  With $ZOO_EXPLORER_RUNS set, the runs are kept in that folder and reused by later sessions (for
+  working on the explorer; a run is trained again when its results.json is missing).
+  """
   jax.config.update("jax_disable_most_optimizations", True)  # each model compiles, runs little
-  root = tmp_path_factory.mktemp("explorer_runs")
+  kept = os.environ.get("ZOO_EXPLORER_RUNS")
+  root = pathlib.Path(kept) if kept else tmp_path_factory.mktemp("explorer_runs")
   try:
-    return {name: train_tiny(root, name) for name in TINY_RUNS}
+    return {name: (str(root / name) if (root / name / metrics_log.RESULTS_FILE).exists()
+                   else train_tiny(root, name)) for name in TINY_RUNS}
   finally:
     jax.config.update("jax_disable_most_optimizations", False)
