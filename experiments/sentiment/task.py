@@ -209,13 +209,19 @@ class SentimentTask(Task):
       heatmap's picture is their last layer's mean over heads).
     """
     words = prediction.words
-    ids = self.vocab.encode(words)
-    tokens = np.asarray([ids], np.int32)  # (1, n)
+    n = len(words)
+    # Padded to the width of its length bucket (as evaluation batches are): a few compiled shapes.
+    bounds = self.config.data.boundaries or quarter_boundaries(self.config.data.max_len)
+    width = next((b for b in sorted(bounds) if b >= n), n)
+    tokens = np.zeros((1, width), np.int32)  # (1, W), padded with pad = 0
+    tokens[0, :n] = self.vocab.encode(words)
     bigrams = None
     if self.bigram_vocab is not None:
-      bigrams = np.asarray([self.bigram_vocab.encode(text_lib.word_bigrams(words))], np.int32)
-    maps = self._attention_maps(params, tokens, np.asarray([len(ids)], np.int32), bigrams)
-    return {name: np.asarray(w, np.float32)[0] for name, w in maps.items()}
+      bigrams = np.zeros_like(tokens)  # (1, W)
+      bigrams[0, :n] = self.bigram_vocab.encode(text_lib.word_bigrams(words))
+    maps = self._attention_maps(params, tokens, np.asarray([n], np.int32), bigrams)
+    return {name: np.asarray(w, np.float32)[0, ..., :n] if name == "pooling"
+            else np.asarray(w, np.float32)[0, :, :, :n, :n] for name, w in maps.items()}
 
   @functools.partial(jax.jit, static_argnums=0)
   def _attention_maps(self, params, tokens: jax.Array, lengths: jax.Array,
