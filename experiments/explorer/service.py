@@ -428,13 +428,13 @@ class Served:
 
 def load(workdir: str) -> runs.Run:
   """runs.load_run(workdir, 'best') for serving; a RunRefusedError naming `workdir` and why."""
-  if not os.path.isdir(workdir):
-    raise RunRefusedError(f"--workdir {workdir}: no such directory")
   try:
     with warnings.catch_warnings():
       warnings.simplefilter("ignore", runs.RunNote)  # an unverified old checkpoint still serves
       run = runs.load_run(workdir, "best", None)
   except FileNotFoundError as e:
+    if not os.path.isdir(workdir):
+      raise RunRefusedError(f"--workdir {workdir}: no such directory") from None
     raise RunRefusedError(f"--workdir {workdir} is not a training run: {e}") from None
   except (CheckpointDamagedError, CheckpointMismatchError) as e:
     raise RunRefusedError(f"--workdir {workdir}: {e}", damaged=True) from None
