@@ -166,8 +166,8 @@ def answer_shape(answer: dict[str, Any]) -> str:
                    f"{len(m['key_tokens'])}" for m in maps)
 
 
-def markdown(results: dict[str, Any], command: str) -> str:
-  """The 'explorer' block of docs/BENCHMARKS.md."""
+def markdown(results: dict[str, Any], command: str, note: str = "") -> str:
+  """The 'explorer' block of docs/BENCHMARKS.md (`note`: paragraphs added below the table)."""
   machine = results["machine"]
   before = ", ".join(str(v) for v in results["load_before"])
   after = ", ".join(str(v) for v in results["load_after"])
@@ -193,6 +193,8 @@ def markdown(results: dict[str, Any], command: str) -> str:
         f"{r['min_s']:.3f} / {r['p90_s']:.3f} / {r['max_s']:.3f} s",
         f"{r['direct_median_s']:.3f} s"] for r in results["rows"]],
       align="llllrrr"))
+  for paragraph in note.split("\n\n") if note else []:
+    lines += ["", textwrap.fill(" ".join(paragraph.split()), 100, break_on_hyphens=False)]
   return "\n".join(lines)
 
 
@@ -206,6 +208,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--out", default="docs/BENCHMARKS.md",
                       help="markdown file whose 'explorer' block to write ('' to print only)")
   parser.add_argument("--json", default=None, help="also write the results as JSON here")
+  parser.add_argument("--from-json", default=None,
+                      help="render the markdown from results saved by --json (no measuring)")
+  parser.add_argument("--note", default="",
+                      help="paragraphs (blank-line separated) added below the table")
   return parser.parse_args(argv)
 
 
@@ -213,11 +219,15 @@ def main(argv: list[str] | None = None) -> int:
   args = parse_args(argv)
   if args.warmup < 1 or args.repeats < 1:
     raise SystemExit("--warmup and --repeats must be >= 1")
-  results = measure(args.workdir, args.warmup, args.repeats)
+  if args.from_json:
+    with open(args.from_json, encoding="utf-8") as f:
+      results = json.load(f)
+  else:
+    results = measure(args.workdir, args.warmup, args.repeats)
   command = " ".join(["python -m benchmarks.explorer", *(f"--workdir {w}" for w in args.workdir),
-                      *([f"--warmup {args.warmup}"] if args.warmup != 3 else []),
-                      *([f"--repeats {args.repeats}"] if args.repeats != 15 else [])])
-  text = markdown(results, command)
+                      *([f"--warmup {results['warmup']}"] if results["warmup"] != 3 else []),
+                      *([f"--repeats {results['repeats']}"] if results["repeats"] != 15 else [])])
+  text = markdown(results, command, args.note)
   print(text)
   if args.json:
     with open(args.json, "w", encoding="utf-8") as f:

@@ -350,6 +350,7 @@
     const started = performance.now();
     try {
       const response = await api(`/api/runs/${encodeURIComponent(run.id)}/answer`, request);
+      for (const map of response.attention || []) map.weights = nestedWeights(map.weights);
       const first = !panel.answer;
       panel.request = request;
       panel.answer = response;
@@ -499,6 +500,30 @@
 
   const range = (n) => Array.from({length: n}, (_, i) => i);
   const count = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+  /** A map's weights as nested lists (L, H, Q, K): as sent, or decoded from the compact form
+   * {"dtype": "float32", "shape": [L, H, Q, K], "base64": little-endian float32 bytes}, which
+   * carries the same float32 values in about a quarter of the JSON. */
+  function nestedWeights(weights) {
+    if (Array.isArray(weights)) return weights;
+    if (!weights || weights.dtype !== 'float32' || !Array.isArray(weights.shape) ||
+        typeof weights.base64 !== 'string') {
+      throw new Error('the answer holds attention weights in a form this page does not read');
+    }
+    const bytes = Uint8Array.from(atob(weights.base64), (char) => char.charCodeAt(0));
+    const view = new DataView(bytes.buffer);
+    const count = weights.shape.reduce((a, b) => a * b, 1);
+    if (bytes.length !== 4 * count) {
+      throw new Error(`attention weights: ${bytes.length} bytes for shape ${weights.shape}`);
+    }
+    let offset = 0;
+    const build = (depth) => range(weights.shape[depth]).map(() => {
+      if (depth < weights.shape.length - 1) return build(depth + 1);
+      offset += 4;
+      return view.getFloat32(offset - 4, true);
+    });
+    return build(0);
+  }
 
   /** The (Q, K) matrix of one layer and head, or the average of the layer's heads. */
   function viewMatrix(map, layer, head) {
