@@ -235,6 +235,8 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
   except service.RunRefusedError as e:
     console.error(str(e))
     return 1 if e.damaged else 2  # a damaged checkpoint fails as predict's does
+  for note in explorer.notes:
+    console.note(note)
   import uvicorn  # pylint: disable=g-import-not-at-top
   from experiments.explorer import app as app_lib  # pylint: disable=g-import-not-at-top
   if args.host not in LOCAL_HOSTS:

@@ -47,6 +47,10 @@ from experiments.checkpoints import CheckpointMismatchError
 from experiments.console import ListConsole
 from experiments.console import UsageError
 from experiments.console import excerpt
+from experiments.couplet import cli as couplet_cli
+from experiments.matching import cli as matching_cli
+from experiments.sentiment import cli as sentiment_cli
+from experiments.translation import cli as translation_cli
 
 POOL_QUERY = "[pool]"  # the query label of a pooling attention's one row
 
@@ -269,11 +273,10 @@ def _sentiment_options(run: runs.Run, limits: Limits) -> dict[str, Option]:
 
 def _sentiment_answer(run: runs.Run, text: str, options: dict[str, Any], console: ListConsole
                       ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-  from experiments.sentiment import cli  # pylint: disable=g-import-not-at-top
   del options
   args = argparse.Namespace(inputs=[text], workdir=run.workdir, checkpoint=run.checkpoint,
                             heatmap=None)
-  prediction = cli.answer(run, args, console)[0]
+  prediction = sentiment_cli.answer(run, args, console)[0]
   output = {"label": prediction.label_name, "probability": float(prediction.probability),
             "words": list(prediction.words), "unknown": list(prediction.unknown),
             "weights": [float(w) for w in prediction.word_weights]}
@@ -307,16 +310,15 @@ def _translation_options(run: runs.Run, limits: Limits) -> dict[str, Option]:
 
 def _translation_answer(run: runs.Run, text: str, options: dict[str, Any], console: ListConsole
                         ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-  from experiments.translation import cli  # pylint: disable=g-import-not-at-top
   args = argparse.Namespace(inputs=[text], workdir=run.workdir, checkpoint=run.checkpoint,
                             heatmap=None, beam_size=options["beam_size"],
                             length_penalty=options["length_penalty"],
                             num_results=options["num_results"] or 1,
                             tsv=bool(options["tsv"]))
-  cli.check_options(args)
-  translation = cli.answer(run, args, console)[0]
-  beam, alpha = cli.decoding(run.task.config.data, args.beam_size, args.length_penalty,
-                             args.num_results)
+  translation_cli.check_options(args)
+  translation = translation_cli.answer(run, args, console)[0]
+  beam, alpha = translation_cli.decoding(run.task.config.data, args.beam_size,
+                                         args.length_penalty, args.num_results)
   output = {"translations": [{"text": t, "score": float(s)} for t, s in
                              zip(translation.alternatives, translation.alternative_scores)],
             "source_tokens": list(translation.source_tokens),
@@ -341,18 +343,18 @@ def _couplet_options(run: runs.Run, limits: Limits) -> dict[str, Option]:
 
 def _couplet_answer(run: runs.Run, text: str, options: dict[str, Any], console: ListConsole
                     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-  from experiments.couplet import cli  # pylint: disable=g-import-not-at-top
   args = argparse.Namespace(
       inputs=[text], workdir=run.workdir, checkpoint=run.checkpoint, heatmap=None,
       beam_size=options["beam_size"], length_penalty=options["length_penalty"],
       num_results=options["num_results"] or 1,
       **{flag: bool(options[flag]) for flag in ("free", "force_punct", "no_copy",
                                                 "keep_pattern")})
-  cli.check_options(args)
-  generation = cli.answer(run, args, console)[0]
+  couplet_cli.check_options(args)
+  generation = couplet_cli.answer(run, args, console)[0]
   task = run.task
   output = {"upper": generation.upper, "chars": list(generation.chars),
-            "results": [{"text": cli.spaced_like(generation.upper, line), "score": float(score)}
+            "results": [{"text": couplet_cli.spaced_like(generation.upper, line),
+                         "score": float(score)}
                         for line, score in zip(generation.lines, generation.scores)],
             "unknown": list(generation.unknown)}
   _, src = task.encode_upper(generation.upper)
@@ -370,13 +372,13 @@ def _matching_options(run: runs.Run, limits: Limits) -> dict[str, Option]:
 
 def _matching_answer(run: runs.Run, pair: tuple[str, str], options: dict[str, Any],
                      console: ListConsole) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-  from experiments.matching import cli  # pylint: disable=g-import-not-at-top
   threshold = 0.5 if options["threshold"] is None else float(options["threshold"])
   args = argparse.Namespace(inputs=list(pair), input_file=None, workdir=run.workdir,
                             checkpoint=run.checkpoint, heatmap=None, threshold=threshold,
                             layer=-1, head=None)
-  cli.check_options(args)
-  prediction = cli.answer(run, cli.parse_pairs(list(pair), None), args, console)[0]
+  matching_cli.check_options(args)
+  pairs = matching_cli.parse_pairs(list(pair), None)
+  prediction = matching_cli.answer(run, pairs, args, console)[0]
   a, b = prediction.tokens
   output = {"label": int(prediction.probability >= threshold),
             "probability": float(prediction.probability), "threshold": threshold,
@@ -426,12 +428,15 @@ class Served:
   options: dict[str, Option]
 
 
-def load(workdir: str) -> runs.Run:
-  """runs.load_run(workdir, 'best') for serving; a RunRefusedError naming `workdir` and why."""
+def load(workdir: str, notes: list[str]) -> runs.Run:
+  """runs.load_run(workdir, 'best') for serving; a RunRefusedError naming `workdir` and why.
+  What the loader warns about (runs.RunNote: a checkpoint loaded unverified) is added to
+  `notes`."""
   try:
-    with warnings.catch_warnings():
-      warnings.simplefilter("ignore", runs.RunNote)  # an unverified old checkpoint still serves
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter("always", runs.RunNote)  # an unverified old checkpoint still serves
       run = runs.load_run(workdir, "best", None)
+    notes.extend(str(w.message) for w in caught if issubclass(w.category, runs.RunNote))
   except FileNotFoundError as e:
     if not os.path.isdir(workdir):
       raise RunRefusedError(f"--workdir {workdir}: no such directory") from None
@@ -466,8 +471,9 @@ class Explorer:
     self.limits = limits
     self._lock = threading.Lock()
     self.runs: dict[str, Served] = {}
+    self.notes: list[str] = []  # what loading the runs warned about, for the command to print
     for number, workdir in enumerate(workdirs):
-      run = load(workdir)
+      run = load(workdir, self.notes)
       kind = KINDS[run.config.experiment]
       self.runs[str(number)] = Served(str(number), run, kind, kind.options(run, limits))
 

@@ -25,9 +25,8 @@ TINY_RUNS = {
     "sentiment_transformer": ("sentiment", "transformer", (
         "--model.embed_dim=8", "--model.num_layers=2", "--model.num_heads=2",
         "--model.ffn_hidden=8", "--data.max_len=24", "--data.boundaries", "24")),
-    "sentiment_pooling": ("sentiment", "bilstm_attn_dot", (
-        "--model.embed_dim=8", "--model.hidden_size=4", "--data.max_len=24", "--data.boundaries",
-        "24")),
+    "sentiment_pooling": ("sentiment", "ngram_attn", (  # with its word bigrams
+        "--model.embed_dim=8", "--data.max_len=24", "--data.boundaries", "24")),
     "translation_transformer": ("translation", "transformer", (
         "--data.vocab_size=1501", "--model.model_dim=8", "--model.num_heads=2",
         "--model.ffn_hidden=8", "--model.num_encoder_layers=2", "--model.num_decoder_layers=1",
