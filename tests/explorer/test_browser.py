@@ -1,15 +1,17 @@
 """The explorer's page in a real browser: headless Chromium (Debian's `chromium`) driven by
-Playwright for Python, over `python -m experiments serve` on a tiny sentiment Transformer.
+Playwright for Python, over `python -m experiments serve` on a tiny sentiment Transformer and a
+tiny pooling run.
 
 The test types a review, reads the answer, switches layer and head, and checks that what the page
-draws is what the command line gives for the same input: the lines `predict sentiment` prints,
-the word weights it prints (the last layer's average of heads, averaged over the query words, to
-its 4 decimals), and every layer's and head's weights of the model itself; the hover text is
-Python's '{:.4f}' of the drawn weight; the PNG and JSON downloads hold that picture and those
-weights. Then an empty input (an error shown on the page, which goes on answering) and one
-computation on the zoo tab, checked against numpy; the page fetched nothing from anywhere but the
-server. A screenshot of each tab is saved under test-artifacts/explorer/ (gitignored), or
-$EXPLORER_ARTIFACTS.
+draws is what the command line gives for the same input: the lines `predict sentiment` prints, the
+word weights it prints (the last layer's average of heads, averaged over the query words, to its 4
+decimals), and every layer's and head's weights of the model itself; the hover text is Python's
+'{:.4f}' of the drawn weight; the PNG and JSON downloads hold that picture and those weights. Then
+an empty input (an error shown on the page, which goes on answering), the pooling run side by side
+with the first (its lines, and its one row of weights printed as the command line prints them, digit
+for digit), and one computation on the zoo tab, checked against numpy; the page fetched nothing from
+anywhere but the server. A screenshot of each tab is saved under test-artifacts/explorer/
+(gitignored), or $EXPLORER_ARTIFACTS.
 
 Without the `playwright` package or a Chromium the test is skipped with the reason; with
 EXPLORER_BROWSER_REQUIRED=1 (set by .ci/run) it fails instead. `playwright install` is never
@@ -71,14 +73,15 @@ def free_port() -> int:
     return s.getsockname()[1]
 
 
-def start_server(workdir: str, log_path: str) -> tuple[subprocess.Popen, str]:
-  """`python -m experiments serve --workdir workdir` on a free local port; waits for
+def start_server(workdirs: list[str], log_path: str) -> tuple[subprocess.Popen, str]:
+  """`python -m experiments serve --workdir W ...` on a free local port; waits for
   /api/health. Returns the process and the base address."""
   port = free_port()
   log = open(log_path, "w", encoding="utf-8")  # pylint: disable=consider-using-with
+  flags = [word for workdir in workdirs for word in ("--workdir", workdir)]
   process = subprocess.Popen(
-      [sys.executable, "-m", "experiments", "serve", "--workdir", workdir, "--host",
-       "127.0.0.1", "--port", str(port)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+      [sys.executable, "-m", "experiments", "serve", *flags, "--host", "127.0.0.1", "--port",
+       str(port)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
   base = f"http://127.0.0.1:{port}"
   deadline = time.monotonic() + 180
   while time.monotonic() < deadline:
@@ -144,7 +147,8 @@ def answer(page, text: str) -> None:
 def test_page_shows_the_command_lines_weights(request, tmp_path):
   require_browser()
   from playwright.sync_api import sync_playwright  # pylint: disable=g-import-not-at-top
-  workdir = request.getfixturevalue("tiny_runs")["sentiment_transformer"]
+  tiny = request.getfixturevalue("tiny_runs")
+  workdir, pooling = tiny["sentiment_transformer"], tiny["sentiment_pooling"]
   expected_lines = command_line(workdir, REVIEW)
   words = [line.split()[0] for line in expected_lines[1:]]
   cli_weights = [line.split()[1] for line in expected_lines[1:]]  # '0.1234' strings
@@ -152,7 +156,7 @@ def test_page_shows_the_command_lines_weights(request, tmp_path):
   layers, heads = maps["self_attention"].shape[:2]
   assert layers >= 2 and heads >= 2, "the tiny run must have layers and heads to switch"
   shots = artifacts_dir()
-  server, base = start_server(workdir, str(tmp_path / "serve.log"))
+  server, base = start_server([workdir, pooling], str(tmp_path / "serve.log"))
   try:
     with sync_playwright() as playwright:
       browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -163,7 +167,7 @@ def test_page_shows_the_command_lines_weights(request, tmp_path):
       page.on("request", lambda r: requested.append(r.url))
       page.goto(base + "/")
       page.wait_for_selector("body[data-ready]")
-      assert page.locator("#run-select-0 option").count() == 1
+      assert page.locator("#run-select-0 option").count() == 2
 
       # The answer, as the command line prints it.
       answer(page, REVIEW)
@@ -223,6 +227,18 @@ def test_page_shows_the_command_lines_weights(request, tmp_path):
       answer(page, "a dull film")
       assert page.inner_text("#messages").strip() == ""
       assert page.inner_text("#cli-lines-0").split("\n") == command_line(workdir, "a dull film")
+
+      # Side by side: the pooling run beside the Transformer; its one row is the printed weights.
+      page.check("#compare-toggle")
+      page.select_option("#run-select-1", "1")
+      answer(page, REVIEW)
+      pooled_lines = command_line(pooling, REVIEW)
+      assert page.inner_text("#cli-lines-0").split("\n") == expected_lines
+      assert page.inner_text("#cli-lines-1").split("\n") == pooled_lines
+      row = drawn(page, 1)["weights"]
+      assert row.shape == (1, len(words))
+      assert [f"{w:.4f}" for w in row[0]] == [line.split()[1] for line in pooled_lines[1:]]
+      page.screenshot(path=os.path.join(shots, "compare.png"), full_page=True)
 
       check_zoo_tab(page, os.path.join(shots, "zoo.png"))
       assert not page_errors, page_errors
