@@ -21,7 +21,7 @@
   const SAMPLE_INPUTS = {
     sentiment: 'this great science fiction film is really awesome',
     translation: 'I won!',
-    couplet: '春 风 得 意 马 蹄 疾',
+    couplet: '春风得意马蹄疾',
     matching: {a: '花呗怎么还款', b: '花呗如何还钱'},
   };
   // matplotlib's "Reds" (the colour map of the command line's --heatmap), as a few stops.
@@ -107,10 +107,10 @@
   // ---------------------------------------------------------------- messages and the API
 
   /** Shows an error in the message area (it stays until dismissed or the next request). */
-  function showError(text) {
+  function showError(text, kind = 'error') {
     const box = $('messages');
     const close = el('button', {type: 'button', 'aria-label': 'Dismiss', text: '\u00d7'});
-    const item = el('div', {className: 'message', 'data-testid': 'message'},
+    const item = el('div', {className: 'message', 'data-testid': 'message', 'data-kind': kind},
       [el('span', {className: 'text', text}), close]);
     close.addEventListener('click', () => item.remove());
     box.append(item);
@@ -239,11 +239,12 @@
     const other = runById(state.panels[1].runId);
     if (!state.compare || !other) return true;
     const kind = other.input === 'pair' ? 'pair' : 'text';
+    $('messages').querySelectorAll('[data-kind=compare]').forEach((item) => item.remove());
     if (kind !== inputKind()) {
       showError(`The second run (#${other.id}, ${other.experiment}) reads a ` +
         `${kind === 'pair' ? 'pair of sentences' : 'text'}, the first one a ` +
         `${inputKind() === 'pair' ? 'pair of sentences' : 'text'}: choose two runs that read ` +
-        'the same kind of input to compare them.');
+        'the same kind of input to compare them.', 'compare');
       return false;
     }
     return true;
@@ -567,7 +568,8 @@
       'data-weight': weights[i], text: word}), ' ');
     });
     const label = String(output.label);
-    return [verdict(label, `with probability ${pyFixed(Number(output.probability), 4)}`,
+    const shown = label.charAt(0).toUpperCase() + label.slice(1);
+    return [verdict(shown, `with probability ${pyFixed(Number(output.probability), 4)}`,
       label.toLowerCase()), text];
   }
 
@@ -604,7 +606,7 @@
   function friendlyMatching(output) {
     const same = Number(output.label) === 1;
     const threshold = output.threshold !== undefined ? `, threshold ${output.threshold}` : '';
-    return [verdict(same ? 'same meaning' : 'different meaning',
+    return [verdict(same ? 'Same meaning' : 'Different meaning',
       `(label ${output.label}): p(same) = ${pyFixed(Number(output.probability), 4)}${threshold}`,
       same ? 'similar' : 'different')];
   }
@@ -621,7 +623,6 @@
     const labelWidth = (tokens) => Math.min(170, Math.max(16,
       ...tokens.map((t) => ctx.measureText(shorten(t)).width)));
     const left = labelWidth(queryTokens) + 14;
-    const bottom = labelWidth(keyTokens) + 14;
     const top = 30;
     const rightBar = 64;
     const rows = matrix.length;
@@ -630,6 +631,9 @@
     const available = Math.max(200, (box.clientWidth || 600) - left - rightBar - 4);
     const fit = Math.min(available / Math.max(cols, 1), 560 / Math.max(rows, 1));
     const cell = Math.max(3, Math.min(options.maxCell || 34, Math.floor(fit)));
+    // Key labels that all fit their column (one Chinese character, a digit) stay upright.
+    const upright = keyTokens.every((t) => ctx.measureText(shorten(t)).width <= cell - 2);
+    const bottom = upright ? 22 : labelWidth(keyTokens) + 14;
     ctx.font = `600 13px ${FONT_STACK}`;
     const titleWidth = ctx.measureText(shown.title || '').width + 12;
     ctx.font = font;
@@ -656,7 +660,7 @@
       }
     }
     if (cell >= 30) drawCellValues(ctx, matrix, scale, left, top, cell);
-    drawLabels(ctx, queryTokens, keyTokens, left, top, cell, rows, cols, font);
+    drawLabels(ctx, queryTokens, keyTokens, {left, top, cell, rows, cols, upright}, font);
     drawColourBar(ctx, left + cols * cell + 16, top, Math.max(rows * cell, 60), scale, font);
     ctx.fillStyle = '#1d2330';
     ctx.font = `600 13px ${FONT_STACK}`;
@@ -693,9 +697,10 @@
     }));
   }
 
-  /** Query tokens right-aligned left of the rows, key tokens upright below the columns; with
-   * small cells only every few labels (hover names every cell). */
-  function drawLabels(ctx, queryTokens, keyTokens, left, top, cell, rows, cols, font) {
+  /** Query tokens right-aligned left of the rows, key tokens below the columns (turned to read
+   * upwards unless they fit their column); with small cells only every few labels (hover names
+   * every cell). */
+  function drawLabels(ctx, queryTokens, keyTokens, {left, top, cell, rows, cols, upright}, font) {
     const every = Math.max(1, Math.ceil(13 / cell));
     ctx.font = font;
     ctx.fillStyle = '#1d2330';
@@ -705,6 +710,14 @@
       ctx.fillText(shorten(queryTokens[q]), left - 6, top + (q + 0.5) * cell);
     }
     const below = top + rows * cell + 6;
+    if (upright) {
+      ctx.textAlign = 'center';
+      ctx.textBaseline = 'top';
+      for (let k = 0; k < cols; k += every) {
+        ctx.fillText(shorten(keyTokens[k]), left + (k + 0.5) * cell, below - 2);
+      }
+      return;
+    }
     for (let k = 0; k < cols; k += every) {
       ctx.save();
       ctx.translate(left + (k + 0.5) * cell, below);
