@@ -15,13 +15,19 @@ or option, a value out of range, an empty input, control characters, zoo shapes 
                                     "default": ..., "min": ..., "max": ..., "choices": [...],
                                     "help": str}}}]}
                                 (min/max for int and float, choices for choice options only)
-  POST /api/runs/{id}/answer    body {"input": str | {"a": str, "b": str}, "options": {...}}
-                                (options: names from /api/runs; left out or null = the default)
+  POST /api/runs/{id}/answer    body {"input": str | {"a": str, "b": str}, "options": {...},
+                                      "weights_format": "lists" | "float32"}
+                                (options: names from /api/runs; left out or null = the default;
+                                weights_format: left out = "lists")
                                 -> {"run": id, "experiment": str,
                                     "output": {"lines": [str], "notes": [str], ...},
                                     "attention": [{"name": str, "kind": "pooling" | "self" |
                                       "cross", "layers": L, "heads": H, "query_tokens": [Q],
                                       "key_tokens": [K], "weights": (L, H, Q, K) floats}]}
+                                (with "weights_format": "float32", each "weights" is
+                                {"dtype": "float32", "shape": [L, H, Q, K], "base64":
+                                little-endian float32 bytes, C order}: the same values, about a
+                                quarter of the JSON, no float formatting)
   POST /api/zoo                 body {"score": str, "queries": [[..]] (Q, D),
                                   "keys": [[..]] (K, Dk), "values": [[..]] (K, Dv),
                                   "valid_len": int | [int] * Q | null, "seed": int}
@@ -75,7 +81,7 @@ from experiments.explorer import zoo_page
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: far above any text within the limits, or a 64 x 64 zoo page
-ANSWER_FIELDS = ("input", "options")
+ANSWER_FIELDS = ("input", "options", "weights_format")
 ZOO_FIELDS = ("score", "queries", "keys", "values", "valid_len", "seed")
 
 PLACEHOLDER = """<!doctype html><html><head><meta charset="utf-8"><title>attention explorer</title>
@@ -202,7 +208,8 @@ def create_app(explorer: service.Explorer | None = None, static_dir: str = STATI
     if "input" not in body:
       raise service.InputError("input is missing: the body is {\"input\": ..., \"options\": "
                                "{...}}")
-    result = await run_in_threadpool(explorer.answer, run_id, body["input"], body.get("options"))
+    result = await run_in_threadpool(explorer.answer, run_id, body["input"], body.get("options"),
+                                     body.get("weights_format", "lists"))
     return JSONResponse(result)
 
   @app.post("/api/zoo")

@@ -20,6 +20,9 @@ and scores ...) and `attention`: every attention of the model as a list of maps
     {'name': str, 'kind': 'pooling' | 'self' | 'cross', 'layers': L, 'heads': H,
      'query_tokens': [Q tokens], 'key_tokens': [K tokens], 'weights': (L, H, Q, K) nested lists}
 
+(or, asked for with weights_format='float32', 'weights': {'dtype': 'float32', 'shape': [L, H, Q,
+K], 'base64': the little-endian float32 bytes}: the same values, a quarter of the text)
+
 cut to the real tokens (no padding), each row a distribution over its valid keys (a causal
 decoder row over the inputs up to its own).
 
@@ -31,6 +34,7 @@ InputError (or TooLargeError, UnknownRunError) whose message names the field and
 from __future__ import annotations
 
 import argparse
+import base64
 import dataclasses
 import math
 import os
@@ -242,7 +246,20 @@ def attention_map(name: str, kind: str, weights: np.ndarray, query_tokens: Seque
                      f"{len(query_tokens)} query and {len(key_tokens)} key tokens (L, H, Q, K)")
   return {"name": name, "kind": kind, "layers": int(weights.shape[0]),
           "heads": int(weights.shape[1]), "query_tokens": list(query_tokens),
-          "key_tokens": list(key_tokens), "weights": weights.astype(float).tolist()}
+          "key_tokens": list(key_tokens), "weights": weights}
+
+
+WEIGHTS_FORMATS = ("lists", "float32")
+
+
+def encode_weights(weights: np.ndarray, weights_format: str) -> Any:
+  """A map's float32 (L, H, Q, K) weights for JSON: nested lists ('lists'), or ('float32')
+  {'dtype': 'float32', 'shape': [L, H, Q, K], 'base64': the little-endian float32 bytes in C
+  order}, the same values in about a quarter of the text and without formatting a float each."""
+  if weights_format == "lists":
+    return weights.astype(float).tolist()
+  return {"dtype": "float32", "shape": list(weights.shape),
+          "base64": base64.b64encode(np.ascontiguousarray(weights, "<f4").tobytes()).decode()}
 
 
 def _seq2seq_maps(maps: Mapping[str, np.ndarray], source_tokens: Sequence[str],
@@ -491,13 +508,18 @@ class Explorer:
                             f"{', '.join(self.runs)} (GET /api/runs lists them)")
     return self.runs[run_id]
 
-  def answer(self, run_id: Any, value: Any, options: Any = None) -> dict[str, Any]:
-    """The run's answer to one input with its attention (see the module docstring).
+  def answer(self, run_id: Any, value: Any, options: Any = None,
+             weights_format: Any = "lists") -> dict[str, Any]:
+    """The run's answer to one input with its attention (see the module docstring); each map's
+    weights as `encode_weights` writes them in `weights_format` ('lists' or 'float32').
 
     Raises:
       UnknownRunError, InputError, TooLargeError: naming what was wrong.
     """
     served = self.served(run_id)
+    if weights_format not in WEIGHTS_FORMATS:
+      raise InputError(f"weights_format must be one of {', '.join(WEIGHTS_FORMATS)}, got "
+                       f"{_shown(weights_format)}")
     checked = check_options(served.options, options)
     if served.kind.input == "pair":
       value = check_pair(value, self.limits)
@@ -509,6 +531,8 @@ class Explorer:
         output, maps = served.kind.answer(served.run, value, checked, console)
       except UsageError as e:
         raise InputError(_option_names(str(e))) from None
+    for m in maps:
+      m["weights"] = encode_weights(m["weights"], weights_format)
     return {"run": served.id, "experiment": served.run.config.experiment,
             "output": {"lines": list(console.lines), "notes": list(console.notes), **output},
             "attention": maps}

@@ -4,6 +4,7 @@ requests, each answered with a 4xx JSON error naming the problem while the serve
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import warnings
@@ -200,6 +201,19 @@ def test_answers_equal_the_command_line(client, tiny_runs, capsys, name, value, 
       assert result["attention"][0]["layers"] == 2
 
 
+def test_float32_weights_are_the_lists_exactly(client):
+  path = f"/api/runs/{IDS['translation_transformer']}/answer"
+  lists = client.post(path, json={"input": "I won!"}).json()
+  packed = client.post(path, json={"input": "I won!", "weights_format": "float32"}).json()
+  assert packed["output"] == lists["output"]
+  for plain, compact in zip(lists["attention"], packed["attention"]):
+    weights = compact.pop("weights")
+    assert compact == {k: v for k, v in plain.items() if k != "weights"}
+    assert weights["dtype"] == "float32"
+    decoded = np.frombuffer(base64.b64decode(weights["base64"]), "<f4").reshape(weights["shape"])
+    np.testing.assert_array_equal(decoded, np.asarray(plain["weights"], np.float32))
+
+
 def test_zoo_endpoint_is_zoo_page(client):
   body = {"score": "dot", "queries": [[1, 0]], "keys": [[1, 0], [0, 1], [1, 1]],
           "values": [[1], [2], [3]], "valid_len": 2, "seed": 0}
@@ -292,6 +306,10 @@ TEXT_INPUTS = [
      "options must be an object"),
     ("unknown option", {"json": {"input": "x", "options": {"temperature": 1}}}, 422,
      "unknown option 'temperature'"),
+    ("unknown weights format", {"json": {"input": "x", "weights_format": "xml"}}, 422,
+     "weights_format must be one of lists, float32, got a string 'xml'"),
+    ("weights format a number", {"json": {"input": "x", "weights_format": 32}}, 422,
+     "weights_format must be one of lists, float32, got an integer"),
 ]
 
 DECODING_OPTIONS = [
