@@ -9,9 +9,10 @@ decimals), and every layer's and head's weights of the model itself; the hover t
 '{:.4f}' of the drawn weight; the PNG and JSON downloads hold that picture and those weights. Then
 an empty input (an error shown on the page, which goes on answering), the pooling run side by side
 with the first (its lines, and its one row of weights printed as the command line prints them, digit
-for digit), the same weights sent as float32 bytes, and one computation on the zoo tab, checked
-against numpy; the page fetched nothing from anywhere but the server. A screenshot of each tab is
-saved under test-artifacts/explorer/ (gitignored), or $EXPLORER_ARTIFACTS.
+for digit), the same weights sent as nested lists instead of the float32 bytes the page asks for,
+and one computation on the zoo tab, checked against numpy; the page fetched nothing from anywhere
+but the server. A screenshot of each tab is saved under test-artifacts/explorer/ (gitignored), or
+$EXPLORER_ARTIFACTS.
 
 Without the `playwright` package or a Chromium the test is skipped with the reason; with
 EXPLORER_BROWSER_REQUIRED=1 (set by .ci/run) it fails instead. `playwright install` is never
@@ -241,9 +242,11 @@ def test_page_shows_the_command_lines_weights(request, tmp_path):
       assert [f"{w:.4f}" for w in row[0]] == [line.split()[1] for line in pooled_lines[1:]]
       page.screenshot(path=os.path.join(shots, "compare.png"), full_page=True)
 
-      # Weights sent as float32 bytes ({dtype, shape, base64}) draw the same numbers.
+      # The page asks for float32 bytes; weights sent as nested lists draw the same numbers.
+      assert json.loads(page.evaluate("JSON.stringify(window.explorerState.panels[0].request)"))[
+          "weights_format"] == "float32"
       recoded: list[str] = []
-      page.route("**/api/runs/*/answer", lambda route: as_float32_bytes(route, recoded))
+      page.route("**/api/runs/*/answer", lambda route: as_nested_lists(route, recoded))
       page.uncheck("#compare-toggle")
       answer(page, REVIEW)
       page.select_option("#layer-select-0", "0")
@@ -263,17 +266,18 @@ def test_page_shows_the_command_lines_weights(request, tmp_path):
     server.wait(timeout=30)
 
 
-def as_float32_bytes(route, recoded: list[str]) -> None:
-  """Answers a request with the server's answer, every map's weights re-sent in the compact
-  form the page also reads: {"dtype": "float32", "shape": [L, H, Q, K], "base64": ...}; the
-  names of the maps re-sent are added to `recoded`."""
+def as_nested_lists(route, recoded: list[str]) -> None:
+  """Answers a request with the server's answer, every map's weights that came as float32
+  bytes ({"dtype": "float32", "shape": [L, H, Q, K], "base64": ...}, what the page asks for)
+  re-sent as nested lists (the API's default form); their names are added to `recoded`."""
   response = route.fetch()
   body = response.json()
   for item in body.get("attention", []):
-    weights = np.asarray(item["weights"], "<f4")
-    item["weights"] = {"dtype": "float32", "shape": list(weights.shape),
-                       "base64": base64.b64encode(weights.tobytes()).decode("ascii")}
-    recoded.append(item["name"])
+    weights = item["weights"]
+    if isinstance(weights, dict):
+      values = np.frombuffer(base64.b64decode(weights["base64"]), "<f4")
+      item["weights"] = values.reshape(weights["shape"]).astype(np.float64).tolist()
+      recoded.append(item["name"])
   route.fulfill(response=response, json=body)
 
 

@@ -343,7 +343,8 @@
     const run = runById(panel.runId);
     let request;
     try {
-      request = {input, options: readOptions(panel.index)};
+      // float32 bytes: the same values as nested lists in about a quarter of the JSON.
+      request = {input, options: readOptions(panel.index), weights_format: 'float32'};
     } catch (error) {
       showError(`#${run.id}: ${error.message}`);
       return;
