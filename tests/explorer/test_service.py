@@ -209,3 +209,28 @@ def test_answers_print_what_the_command_prints_and_notes_go_to_notes(tiny_runs):
 def _namespace(run, inputs):
   import argparse  # pylint: disable=g-import-not-at-top
   return argparse.Namespace(inputs=inputs, workdir=run.workdir, checkpoint="best", heatmap=None)
+
+
+def test_one_source_is_decoded_as_one_row_with_the_full_batchs_result(tiny_runs):
+  run = runs.load_run(tiny_runs["translation_transformer"])
+  task = run.task
+  _, ids = task.encode_source("I won!")
+  alone = task.decode(run.params, [np.asarray(ids)], beam_size=3)  # a batch of 1 row
+  among = task.decode(run.params, [np.asarray(ids)] * 9, beam_size=3)  # batches of 8 rows
+  assert task.decode_batch_size == 8
+  for found, scores in among:
+    assert found == alone[0][0]
+    np.testing.assert_allclose(scores, alone[0][1], rtol=1e-5)
+
+
+@pytest.mark.parametrize("host, note", [(None, False), ("0.0.0.0", True)])
+def test_serve_binds_localhost_unless_told_and_says_so(tiny_runs, monkeypatch, capsys, host, note):
+  import uvicorn  # pylint: disable=g-import-not-at-top
+  started = {}
+  monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: started.update(app=app, **kwargs))
+  argv = ["serve", "--workdir", tiny_runs["sentiment_pooling"], "--port", "8123"]
+  assert engine_cli.main(argv + ([] if host is None else ["--host", host])) == 0
+  assert started["host"] == (host or "127.0.0.1") and started["port"] == 8123
+  err = capsys.readouterr().err
+  assert ("note: binding 0.0.0.0, not 127.0.0.1" in err) == note
+  assert f"serving sentiment ngram_attn at http://{host or '127.0.0.1'}:8123/" in err
