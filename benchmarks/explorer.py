@@ -5,16 +5,17 @@
 
 Serves the runs as `python -m experiments serve` does (experiments/explorer/app.py's app, under
 uvicorn, on a free port of 127.0.0.1, in a thread of this process) and times POST
-/api/runs/{id}/answer from a plain HTTP client: the request, the model's answer and every
-attention map, the JSON encoding and decoding of the response. Each run gets its experiment's
-input: a sentiment run the first review of the shipped IMDB sample's test split with 220 to 240
-words (near IMDB's median review length), a translation or couplet run a fixed sentence (20 English
-words, beam 4 / a 7-character upper line, beam 4), a matching run a fixed pair. After
-`--warmup` calls (the first compiles the model for that input's shapes), `--repeats` timed calls
-of each run are made round-robin over the runs, so a change in the load of a shared machine hits
-them alike; the figures are the median and the spread (fastest, 90th percentile, slowest). Beside
-them, the median of the same answer computed in-process (service.Explorer.answer, no HTTP or
-JSON), so what the web layer adds can be read off.
+/api/runs/{id}/answer from a plain HTTP client: the request, the model's answer and every attention
+map, the JSON encoding and decoding of the response; with the weights as float32 bytes
+(`weights_format` float32, as the page asks for them) and, for comparison, as nested lists. Each run
+gets its experiment's input: a sentiment run the first review of the shipped IMDB sample's test
+split with 220 to 240 words (near IMDB's median review length), a translation or couplet run a fixed
+sentence (20 English words, beam 4 / a 7-character upper line, beam 4), a matching run a fixed pair.
+After `--warmup` calls (the first compiles the model for that input's shapes), `--repeats` timed
+calls of each run are made round-robin over the runs, so a change in the load of a shared machine
+hits them alike; the figures are the median and the spread (fastest, 90th percentile, slowest).
+Beside them, the median of the same answer computed in-process (service.Explorer.answer, no HTTP),
+so what the web layer adds can be read off.
 
 The goal (issue 35): under 1 s an answer on a 2-core CPU after warm-up. Not asserted anywhere:
 written as the 'explorer' block of docs/BENCHMARKS.md (--out '' prints it only).
@@ -47,6 +48,7 @@ SENTENCE_20_WORDS = ("When the rain finally stopped, my grandmother walked slowl
 UPPER_LINE = "春风得意马蹄疾"
 PAIR = {"a": "花呗怎么还款", "b": "花呗如何还钱"}
 BEAM = 4
+FORMATS = ("float32", "lists")  # the page's weights_format first, then the API's default
 
 
 def sample_review(low: int = 220, high: int = 240) -> str:
@@ -123,7 +125,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def measure(workdirs: list[str], warmup: int, repeats: int) -> dict[str, Any]:
-  """Times every run's answer over HTTP and in-process; returns the rows of the table."""
+  """Times every run's answer over HTTP (weights as float32 bytes, as the page asks, and as
+  nested lists, the API's default) and in-process; returns the rows of the table."""
   from experiments.explorer import app as app_lib  # pylint: disable=g-import-not-at-top
   from experiments.explorer import service  # pylint: disable=g-import-not-at-top
   load_before = os.getloadavg()
@@ -131,29 +134,37 @@ def measure(workdirs: list[str], warmup: int, repeats: int) -> dict[str, Any]:
   cases = []
   for run in explorer.describe():
     body, described = request_for(run)
-    cases.append({"run": run, "body": body, "input": described, "http": [], "direct": []})
+    cases.append({"run": run, "body": body, "input": described, "bytes": {},
+                  "times": {form: [] for form in (*FORMATS, "direct")}})
   with Server(app_lib.create_app(explorer)) as server:
     for case in cases:
       path = f"/api/runs/{case['run']['id']}/answer"
-      for _ in range(warmup):
-        answer, case["bytes"] = server.post(path, case["body"])
+      for form in FORMATS:
+        for _ in range(warmup):
+          answer, case["bytes"][form] = server.post(path, {**case["body"],
+                                                           "weights_format": form})
       case["shape"] = answer_shape(answer)
     for repeat in range(repeats):
       for case in cases[repeat % len(cases):] + cases[:repeat % len(cases)]:
+        path = f"/api/runs/{case['run']['id']}/answer"
+        for form in FORMATS:
+          start = time.perf_counter()
+          server.post(path, {**case["body"], "weights_format": form})
+          case["times"][form].append(time.perf_counter() - start)
         start = time.perf_counter()
-        server.post(f"/api/runs/{case['run']['id']}/answer", case["body"])
-        case["http"].append(time.perf_counter() - start)
-        start = time.perf_counter()
-        explorer.answer(case["run"]["id"], case["body"]["input"], case["body"].get("options"))
-        case["direct"].append(time.perf_counter() - start)
+        explorer.answer(case["run"]["id"], case["body"]["input"], case["body"].get("options"),
+                        FORMATS[0])
+        case["times"]["direct"].append(time.perf_counter() - start)
   rows = []
   for case in cases:
-    run, http = case["run"], case["http"]
+    run, times, page = case["run"], case["times"], case["times"][FORMATS[0]]
     rows.append({"workdir": run["workdir"], "experiment": run["experiment"],
                  "model": run["model"], "input": case["input"], "shape": case["shape"],
-                 "bytes": case["bytes"], "median_s": statistics.median(http),
-                 "min_s": min(http), "p90_s": percentile(http, 90), "max_s": max(http),
-                 "direct_median_s": statistics.median(case["direct"]), "repeats": len(http)})
+                 "bytes": case["bytes"][FORMATS[0]], "bytes_lists": case["bytes"]["lists"],
+                 "median_s": statistics.median(page), "min_s": min(page),
+                 "p90_s": percentile(page, 90), "max_s": max(page),
+                 "lists_median_s": statistics.median(times["lists"]),
+                 "direct_median_s": statistics.median(times["direct"]), "repeats": len(page)})
   return {"machine": common.machine(), "load_before": [round(v, 2) for v in load_before],
           "load_after": [round(v, 2) for v in os.getloadavg()], "warmup": warmup,
           "repeats": repeats, "rows": rows}
@@ -164,6 +175,14 @@ def answer_shape(answer: dict[str, Any]) -> str:
   maps = answer.get("attention", [])
   return "; ".join(f"{m['name']} {m['layers']}x{m['heads']}x{len(m['query_tokens'])}x"
                    f"{len(m['key_tokens'])}" for m in maps)
+
+
+def kilobytes(size: int | None) -> str:
+  return "n/a" if size is None else f"{size / 1e3:,.0f} kB"
+
+
+def seconds(value: float | None) -> str:
+  return "n/a" if value is None else f"{value:.3f} s"
 
 
 def markdown(results: dict[str, Any], command: str, note: str = "") -> str:
@@ -179,20 +198,23 @@ def markdown(results: dict[str, Any], command: str, note: str = "") -> str:
       "pessimistic for an idle machine.")
   method = (
       "Each figure: POST /api/runs/{id}/answer to the explorer's server (uvicorn on 127.0.0.1) "
-      f"from a plain HTTP client, the response's JSON read back; after {results['warmup']} "
-      f"warm-up calls (the first compiles), {results['repeats']} calls per run, round-robin "
-      "over the runs. In-process: the same answer from `service.Explorer.answer`, without HTTP "
-      "or JSON. Goal (issue 35): under 1 s.")
+      "from a plain HTTP client, the response's JSON read back, with the weights as float32 "
+      "bytes (`weights_format` float32, what the page asks for); beside it the median with "
+      f"them as nested lists (the API's default). After {results['warmup']} warm-up calls of "
+      f"each (the first compiles), {results['repeats']} calls per run and form, round-robin over "
+      "the runs. In-process: the same answer from `service.Explorer.answer`, without HTTP. Goal "
+      "(issue 35): under 1 s.")
   lines = ["## The attention explorer: one answer with its attention", "", command_line, "",
            textwrap.fill(setting, 100), "", textwrap.fill(method, 100), ""]
   lines.append(report.table(
-      ["run", "input", "attention (layers x heads x Q x K)", "response", "median",
-       "fastest / p90 / slowest", "in-process median"],
+      ["run", "input", "attention (layers x heads x Q x K)", "response (float32 / lists)",
+       "median", "fastest / p90 / slowest", "median, lists", "in-process median"],
       [[f"{r['experiment']} `{r['model']}` ({r['workdir']})", r["input"], r["shape"],
-        f"{r['bytes'] / 1e3:,.0f} kB", f"{r['median_s']:.3f} s",
-        f"{r['min_s']:.3f} / {r['p90_s']:.3f} / {r['max_s']:.3f} s",
-        f"{r['direct_median_s']:.3f} s"] for r in results["rows"]],
-      align="llllrrr"))
+        f"{kilobytes(r['bytes'])} / {kilobytes(r.get('bytes_lists'))}",
+        f"{r['median_s']:.3f} s", f"{r['min_s']:.3f} / {r['p90_s']:.3f} / {r['max_s']:.3f} s",
+        seconds(r.get("lists_median_s")), f"{r['direct_median_s']:.3f} s"]
+       for r in results["rows"]],
+      align="llllrrrr"))
   for paragraph in note.split("\n\n") if note else []:
     lines += ["", textwrap.fill(" ".join(paragraph.split()), 100, break_on_hyphens=False)]
   return "\n".join(lines)

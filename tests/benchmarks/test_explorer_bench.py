@@ -18,7 +18,8 @@ def test_percentile_and_markdown():
   assert explorer.percentile([0.3, 0.1, 0.2, 0.4], 50) == 0.2
   row = {"workdir": "runs/quickstart", "experiment": "sentiment", "model": "bilstm_attn_dot",
          "input": "IMDB review, 233 words (260 tokens)", "shape": "pooling 1x1x1x256",
-         "bytes": 25_000, "median_s": 0.0331, "min_s": 0.013, "p90_s": 0.12, "max_s": 0.121,
+         "bytes": 25_000, "bytes_lists": 90_000, "median_s": 0.0331,
+         "lists_median_s": 0.05, "min_s": 0.013, "p90_s": 0.12, "max_s": 0.121,
          "direct_median_s": 0.012, "repeats": 15}
   machine = {"cpu": "AMD EPYC", "cores": 2, "jax": "0.10.2", "date": "2026-11-27 02:31 UTC"}
   text = explorer.markdown({"machine": machine, "load_before": [1.0, 2.0, 3.0],
@@ -26,6 +27,6 @@ def test_percentile_and_markdown():
                             "rows": [row]}, "python -m benchmarks.explorer --workdir W")
   assert "`python -m benchmarks.explorer --workdir W`" in text
   assert "| sentiment `bilstm_attn_dot` (runs/quickstart) | IMDB review, 233 words" in text
-  assert "| 0.033 s | 0.013 / 0.120 / 0.121 s | 0.012 s |" in text
+  assert "| 25 kB / 90 kB | 0.033 s | 0.013 / 0.120 / 0.121 s | 0.050 s | 0.012 s |" in text
   assert "1.0, 2.0, 3.0 before" in text
   assert all(len(line) <= 100 for line in text.splitlines() if not line.startswith("|"))
