@@ -207,8 +207,12 @@ class Seq2SeqTask(Task):
     if distinct_positions is not None:  # stacked as int, -1 (no) where a source ends
       per_position["distinct_positions"] = [np.asarray(d, bool).astype(np.int32)
                                             for d in distinct_positions]
-    batches = decoding.source_batches(sources, self.source_boundaries, self.decode_batch_size)
-    total = -(-len(sources) // self.decode_batch_size)
+    # Few sources get a batch fitted to them (the next power of two rows, at most
+    # decode_batch_size), so one sentence is searched as one row rather than as a full batch of
+    # filler rows; a handful of shapes are compiled at most.
+    rows = min(self.decode_batch_size, 1 << max(len(sources) - 1, 0).bit_length())
+    batches = decoding.source_batches(sources, self.source_boundaries, rows)
+    total = -(-len(sources) // rows)
     batches = tqdm.tqdm(batches, total=total, disable=not progress or total < 2, leave=False,
                         unit="batch", desc="decoding", file=sys.stderr)
 
