@@ -178,7 +178,7 @@ class SentimentTask(Task):
   def predict(self, params, texts: Sequence[str]) -> list[Prediction]:
     """Classifies each text; returns its label, probability and attention weights."""
     encoded = [self.encode(t) for t in texts]
-    width = max(len(ids) for _, ids in encoded)
+    width = self._bucket_width(max(len(ids) for _, ids in encoded))
     tokens = np.zeros((len(texts), width), np.int32)  # (N, W), padded with pad = 0
     bigrams = None if self.bigram_vocab is None else np.zeros_like(tokens)  # (N, W)
     for row, (words, ids) in enumerate(encoded):
@@ -199,6 +199,12 @@ class SentimentTask(Task):
                             float(probs[row, label]), per_word[row, :n], attention))
     return out
 
+  def _bucket_width(self, length: int) -> int:
+    """The padded width of `length` words: its length bucket's, as evaluation batches are padded,
+    so that prediction compiles a few shapes, not one per length."""
+    bounds = self.config.data.boundaries or quarter_boundaries(self.config.data.max_len)
+    return next((b for b in sorted(bounds) if b >= length), length)
+
   def attention_maps(self, params, prediction: Prediction) -> dict[str, np.ndarray]:
     """Every attention of the model over one prediction's n words, without padding.
 
@@ -210,10 +216,7 @@ class SentimentTask(Task):
     """
     words = prediction.words
     n = len(words)
-    # Padded to the width of its length bucket (as evaluation batches are): a few compiled shapes.
-    bounds = self.config.data.boundaries or quarter_boundaries(self.config.data.max_len)
-    width = next((b for b in sorted(bounds) if b >= n), n)
-    tokens = np.zeros((1, width), np.int32)  # (1, W), padded with pad = 0
+    tokens = np.zeros((1, self._bucket_width(n)), np.int32)  # (1, W), padded with pad = 0
     tokens[0, :n] = self.vocab.encode(words)
     bigrams = None
     if self.bigram_vocab is not None:
