@@ -81,14 +81,20 @@
     return scale ? `${digits.slice(0, -scale)}.${digits.slice(-scale)}` : digits;
   }
 
-  /** The colour of weight t in [0, 1] on the Reds ramp, as 'rgb(r, g, b)'. */
+  /** The colour of weight t in [0, 1] on the Reds ramp, as 'rgb(r, g, b)' (one of 256 shades,
+   * made once: a big map draws tens of thousands of cells). */
   function colour(t) {
-    const x = Math.min(1, Math.max(0, Number.isFinite(t) ? t : 0)) * (REDS.length - 1);
+    const x = Math.min(1, Math.max(0, Number.isFinite(t) ? t : 0));
+    return SHADES[Math.round(x * 255)];
+  }
+
+  const SHADES = Array.from({length: 256}, (_, n) => {
+    const x = (n / 255) * (REDS.length - 1);
     const i = Math.min(REDS.length - 2, Math.floor(x));
     const f = x - i;
     const mix = REDS[i].map((c, k) => Math.round(c + f * (REDS[i + 1][k] - c)));
     return `rgb(${mix[0]}, ${mix[1]}, ${mix[2]})`;
-  }
+  });
 
   function download(filename, blob) {
     const url = URL.createObjectURL(blob);
@@ -512,19 +518,30 @@
         typeof weights.base64 !== 'string') {
       throw new Error('the answer holds attention weights in a form this page does not read');
     }
-    const bytes = Uint8Array.from(atob(weights.base64), (char) => char.charCodeAt(0));
-    const view = new DataView(bytes.buffer);
-    const count = weights.shape.reduce((a, b) => a * b, 1);
+    const binary = atob(weights.base64);
+    const bytes = new Uint8Array(binary.length);
+    for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+    const shape = weights.shape;
+    const count = shape.reduce((a, b) => a * b, 1);
     if (bytes.length !== 4 * count) {
-      throw new Error(`attention weights: ${bytes.length} bytes for shape ${weights.shape}`);
+      throw new Error(`attention weights: ${bytes.length} bytes for shape ${shape}`);
     }
+    const values = littleEndianFloats(bytes, count);
+    const width = shape[shape.length - 1];
     let offset = 0;
-    const build = (depth) => range(weights.shape[depth]).map(() => {
-      if (depth < weights.shape.length - 1) return build(depth + 1);
-      offset += 4;
-      return view.getFloat32(offset - 4, true);
+    const build = (depth) => range(shape[depth]).map(() => {
+      if (depth < shape.length - 2) return build(depth + 1);
+      offset += width;  // a row: plain numbers (float32 values, exactly)
+      return Array.from(values.subarray(offset - width, offset));
     });
-    return build(0);
+    return shape.length < 2 ? Array.from(values) : build(0);
+  }
+
+  /** The float32 values of little-endian bytes, whatever the machine's own byte order. */
+  function littleEndianFloats(bytes, count) {
+    if (new Uint8Array(new Uint16Array([1]).buffer)[0] === 1) return new Float32Array(bytes.buffer);
+    const view = new DataView(bytes.buffer);
+    return Float32Array.from({length: count}, (_, i) => view.getFloat32(4 * i, true));
   }
 
   /** The (Q, K) matrix of one layer and head, or the average of the layer's heads. */
