@@ -88,6 +88,20 @@ def test_a_placeholder_page_until_the_page_is_there(tmp_path):
     assert bare.get("/static/page.js").text == "let x = 1;"
 
 
+def test_fastapis_validation_errors_take_the_one_shape(tmp_path):
+  app = app_lib.create_app(None, static_dir=str(tmp_path))
+
+  @app.get("/api/typed/{number}")
+  def typed(number: int) -> dict[str, int]:
+    return {"number": number}
+
+  with TestClient(app) as bare:
+    assert bare.get("/api/typed/3").json() == {"number": 3}
+    response = bare.get("/api/typed/three")
+    assert response.status_code == 422 and list(response.json()) == ["error"]
+    assert response.json()["error"].startswith("path.number: ")
+
+
 def _cli_lines(capsys, argv: list[str]) -> list[str]:
   """What `python -m experiments <argv>` prints on standard output, run in-process."""
   capsys.readouterr()
