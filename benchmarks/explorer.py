@@ -1,7 +1,8 @@
 """Latency of the attention explorer: one answer with all its attention, through the HTTP API.
 
     python -m benchmarks.explorer --workdir runs/quickstart \
-        --workdir runs/translation-transformer_cpu [--repeats 15] [--out docs/BENCHMARKS.md]
+        --workdir runs/translation-transformer_cpu [--repeats 15] [--browser] \
+        [--out docs/BENCHMARKS.md]
 
 Serves the runs as `python -m experiments serve` does (experiments/explorer/app.py's app, under
 uvicorn, on a free port of 127.0.0.1, in a thread of this process) and times POST
@@ -15,7 +16,9 @@ After `--warmup` calls (the first compiles the model for that input's shapes), `
 calls of each run are made round-robin over the runs, so a change in the load of a shared machine
 hits them alike; the figures are the median and the spread (fastest, 90th percentile, slowest).
 Beside them, the median of the same answer computed in-process (service.Explorer.answer, no HTTP),
-so what the web layer adds can be read off.
+so what the web layer adds can be read off. With --browser, also the page itself in headless
+Chromium (Playwright driving the system's browser, as tests/explorer/test_browser.py does): the
+seconds from a click on Answer to the heatmap drawn.
 
 The goal (issue 35): under 1 s an answer on a 2-core CPU after warm-up. Not asserted anywhere:
 written as the 'explorer' block of docs/BENCHMARKS.md (--out '' prints it only).
@@ -49,6 +52,10 @@ UPPER_LINE = "春风得意马蹄疾"
 PAIR = {"a": "花呗怎么还款", "b": "花呗如何还钱"}
 BEAM = 4
 FORMATS = ("float32", "lists")  # the page's weights_format first, then the API's default
+CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
 
 
 def sample_review(low: int = 220, high: int = 240) -> str:
@@ -124,9 +131,11 @@ def percentile(values: list[float], q: float) -> float:
   return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
-def measure(workdirs: list[str], warmup: int, repeats: int) -> dict[str, Any]:
+def measure(workdirs: list[str], warmup: int, repeats: int, browser: bool = False
+            ) -> dict[str, Any]:
   """Times every run's answer over HTTP (weights as float32 bytes, as the page asks, and as
-  nested lists, the API's default) and in-process; returns the rows of the table."""
+  nested lists, the API's default), in-process, and (with `browser`) on the page in headless
+  Chromium; returns the rows of the table."""
   from experiments.explorer import app as app_lib  # pylint: disable=g-import-not-at-top
   from experiments.explorer import service  # pylint: disable=g-import-not-at-top
   load_before = os.getloadavg()
@@ -155,6 +164,9 @@ def measure(workdirs: list[str], warmup: int, repeats: int) -> dict[str, Any]:
         explorer.answer(case["run"]["id"], case["body"]["input"], case["body"].get("options"),
                         FORMATS[0])
         case["times"]["direct"].append(time.perf_counter() - start)
+    if browser:
+      for case, seconds_each in zip(cases, page_times(server.port, cases, warmup, repeats)):
+        case["times"]["browser"] = seconds_each
   rows = []
   for case in cases:
     run, times, page = case["run"], case["times"], case["times"][FORMATS[0]]
@@ -164,10 +176,50 @@ def measure(workdirs: list[str], warmup: int, repeats: int) -> dict[str, Any]:
                  "median_s": statistics.median(page), "min_s": min(page),
                  "p90_s": percentile(page, 90), "max_s": max(page),
                  "lists_median_s": statistics.median(times["lists"]),
-                 "direct_median_s": statistics.median(times["direct"]), "repeats": len(page)})
+                 "direct_median_s": statistics.median(times["direct"]), "repeats": len(page),
+                 "browser_median_s": (statistics.median(times["browser"])
+                                      if times.get("browser") else None)})
   return {"machine": common.machine(), "load_before": [round(v, 2) for v in load_before],
           "load_after": [round(v, 2) for v in os.getloadavg()], "warmup": warmup,
           "repeats": repeats, "rows": rows}
+
+
+def page_times(port: int, cases: list[dict[str, Any]], warmup: int, repeats: int
+               ) -> list[list[float]]:
+  """Seconds from a click on Answer to the drawn heatmap, on the explorer's page in headless
+  Chromium (Playwright, the system's browser), per case: after `warmup` clicks, `repeats`."""
+  from playwright.sync_api import sync_playwright  # pylint: disable=g-import-not-at-top
+  out = []
+  with sync_playwright() as playwright:
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"http://127.0.0.1:{port}/")
+    page.wait_for_selector("body[data-ready]")
+    for case in cases:
+      page.select_option("#run-select-0", case["run"]["id"])
+      value = case["body"]["input"]
+      if isinstance(value, dict):
+        page.fill("#input-a", value["a"])
+        page.fill("#input-b", value["b"])
+      else:
+        page.fill("#input-text", value)
+      for name, option in (case["body"].get("options") or {}).items():
+        page.fill(f"#option-0-{name}", str(option))
+      seconds_each = []
+      for _ in range(warmup + repeats):
+        before = page.get_attribute("body", "data-answered")
+        start = time.perf_counter()
+        page.click("#submit")
+        page.wait_for_function("b => document.body.dataset.answered && "
+                               "document.body.dataset.answered !== b", arg=before,
+                               timeout=600_000)
+        seconds_each.append(time.perf_counter() - start)
+      errors = page.inner_text("#messages").strip()
+      if errors:
+        raise RuntimeError(f"the page showed an error for run {case['run']['id']}: {errors}")
+      out.append(seconds_each[warmup:])
+    browser.close()
+  return out
 
 
 def answer_shape(answer: dict[str, Any]) -> str:
@@ -191,6 +243,7 @@ def markdown(results: dict[str, Any], command: str, note: str = "") -> str:
   before = ", ".join(str(v) for v in results["load_before"])
   after = ", ".join(str(v) for v in results["load_after"])
   command_line = f"Command: `{command}`."
+  in_browser = any(r.get("browser_median_s") is not None for r in results["rows"])
   setting = (
       f"Machine: {machine['cpu']} (`lscpu` model name), {machine['cores']} cores, CPU only (JAX "
       f"{machine['jax']}); {machine['date']}. Load average (1, 5, 15 min) {before} before and "
@@ -202,19 +255,24 @@ def markdown(results: dict[str, Any], command: str, note: str = "") -> str:
       "bytes (`weights_format` float32, what the page asks for); beside it the median with "
       f"them as nested lists (the API's default). After {results['warmup']} warm-up calls of "
       f"each (the first compiles), {results['repeats']} calls per run and form, round-robin over "
-      "the runs. In-process: the same answer from `service.Explorer.answer`, without HTTP. Goal "
-      "(issue 35): under 1 s.")
+      "the runs. In-process: the same answer from `service.Explorer.answer`, without HTTP. "
+      + ("Chromium (`--browser`): on the page in headless Chromium, from the click on Answer to "
+         "the heatmap drawn (the weights decoded, the average of heads, the canvas), the same "
+         "warm-up and repeats. " if in_browser else "") + "Goal (issue 35): under 1 s.")
   lines = ["## The attention explorer: one answer with its attention", "", command_line, "",
            textwrap.fill(setting, 100), "", textwrap.fill(method, 100), ""]
-  lines.append(report.table(
-      ["run", "input", "attention (layers x heads x Q x K)", "response (float32 / lists)",
-       "median", "fastest / p90 / slowest", "median, lists", "in-process median"],
-      [[f"{r['experiment']} `{r['model']}` ({r['workdir']})", r["input"], r["shape"],
-        f"{kilobytes(r['bytes'])} / {kilobytes(r.get('bytes_lists'))}",
-        f"{r['median_s']:.3f} s", f"{r['min_s']:.3f} / {r['p90_s']:.3f} / {r['max_s']:.3f} s",
-        seconds(r.get("lists_median_s")), f"{r['direct_median_s']:.3f} s"]
-       for r in results["rows"]],
-      align="llllrrrr"))
+  header = ["run", "input", "attention (layers x heads x Q x K)", "response (float32 / lists)",
+            "median", "fastest / p90 / slowest", "median, lists", "in-process median"]
+  rows = [[f"{r['experiment']} `{r['model']}` ({r['workdir']})", r["input"], r["shape"],
+           f"{kilobytes(r['bytes'])} / {kilobytes(r.get('bytes_lists'))}",
+           f"{r['median_s']:.3f} s", f"{r['min_s']:.3f} / {r['p90_s']:.3f} / {r['max_s']:.3f} s",
+           seconds(r.get("lists_median_s")), f"{r['direct_median_s']:.3f} s"]
+          for r in results["rows"]]
+  if in_browser:
+    header.append("Chromium: click to drawn, median")
+    for row, r in zip(rows, results["rows"]):
+      row.append(seconds(r.get("browser_median_s")))
+  lines.append(report.table(header, rows, align="llll" + "r" * (len(header) - 4)))
   for paragraph in note.split("\n\n") if note else []:
     lines += ["", textwrap.fill(" ".join(paragraph.split()), 100, break_on_hyphens=False)]
   return "\n".join(lines)
@@ -229,6 +287,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--repeats", type=int, default=15, help="timed calls per run")
   parser.add_argument("--out", default="docs/BENCHMARKS.md",
                       help="markdown file whose 'explorer' block to write ('' to print only)")
+  parser.add_argument("--browser", action="store_true",
+                      help="also time the page in headless Chromium (needs playwright and "
+                           f"{CHROMIUM}; EXPLORER_CHROMIUM names another)")
   parser.add_argument("--json", default=None, help="also write the results as JSON here")
   parser.add_argument("--from-json", default=None,
                       help="render the markdown from results saved by --json (no measuring)")
@@ -245,10 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.from_json, encoding="utf-8") as f:
       results = json.load(f)
   else:
-    results = measure(args.workdir, args.warmup, args.repeats)
+    results = measure(args.workdir, args.warmup, args.repeats, args.browser)
   command = " ".join(["python -m benchmarks.explorer", *(f"--workdir {w}" for w in args.workdir),
                       *([f"--warmup {results['warmup']}"] if results["warmup"] != 3 else []),
-                      *([f"--repeats {results['repeats']}"] if results["repeats"] != 15 else [])])
+                      *([f"--repeats {results['repeats']}"] if results["repeats"] != 15 else []),
+                      *(["--browser"] if any(r.get("browser_median_s") is not None
+                                             for r in results["rows"]) else [])])
   text = markdown(results, command, args.note)
   print(text)
   if args.json:
