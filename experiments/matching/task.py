@@ -286,7 +286,12 @@ class MatchingTask(Task):
     """Classifies each pair; returns its label, probability and attention weights."""
     tokens = [self.encode_pair(first, second) for first, second in pairs]
     ids = [(self.vocab.encode(a), self.vocab.encode(b)) for a, b in tokens]
-    inputs = pack_pairs([a for a, _ in ids], [b for _, b in ids])
+    # Each side padded to its length bucket's width (as evaluation batches are): a few compiled
+    # shapes, not one per pair of lengths.
+    bounds = sorted(self.config.data.boundaries or quarter_boundaries(self.config.data.max_len))
+    a_width, b_width = (next(w for w in bounds if w >= max(len(side[i]) for side in ids))
+                        for i in (0, 1))
+    inputs = pack_pairs([a for a, _ in ids], [b for _, b in ids], a_width, b_width)
     logits, attention = self._forward(params, inputs)
     prob = np.asarray(jax.nn.softmax(logits, axis=-1))[:, 1]  # (N,)
     attention = {name: np.asarray(w, np.float32) for name, w in attention.items()}
