@@ -1,8 +1,9 @@
 """The layering of the project, read from the module-level imports of every source file:
 
   zoo/ imports neither pipelines/ nor experiments/; pipelines/ imports neither zoo/, experiments/
-  nor flax; an experiment package never imports another experiment package; and no module imports
-  itself back through a chain of imports (no import circle).
+  nor flax; an experiment package never imports another experiment package (the tools over runs,
+  such as the explorer, may import them all, and only the command line imports a tool); and no
+  module imports itself back through a chain of imports (no import circle).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("zoo", "pipelines", "experiments", "benchmarks")
 SHARED = {"seq2seq"}  # packages of experiments/ that every experiment may import
+TOOLS = {"explorer"}  # registry.TOOL_PACKAGES: tools over every experiment's runs, not experiments
 
 
 def _modules() -> dict[str, str]:
@@ -69,7 +71,7 @@ def test_the_layers_import_only_downwards():
 def test_no_experiment_imports_another_experiment():
   def experiment(name):
     parts = name.split(".")
-    if len(parts) > 1 and parts[0] == "experiments" and parts[1] not in SHARED:
+    if len(parts) > 1 and parts[0] == "experiments" and parts[1] not in SHARED | TOOLS:
       return parts[1] if ("experiments." + parts[1]) in MODULES and os.path.basename(
           MODULES["experiments." + parts[1]]) == "__init__.py" else None
     return None
@@ -78,6 +80,15 @@ def test_no_experiment_imports_another_experiment():
               for name in imported
               if experiment(module) and experiment(name) and experiment(name) != experiment(module)]
   assert not crossing, crossing
+
+
+def test_the_tools_are_the_registrys():
+  from experiments import registry  # pylint: disable=import-outside-toplevel
+  assert TOOLS == set(registry.TOOL_PACKAGES)
+  assert not [f"{module} imports {name}" for module, imported in IMPORTS.items()
+              for name in imported if name.startswith("experiments.explorer")
+              and not module.startswith("experiments.explorer") and module != "experiments.cli"
+              and not module.startswith(("tests", "benchmarks"))]
 
 
 def test_no_import_circle():
