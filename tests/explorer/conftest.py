@@ -7,8 +7,10 @@ does and that its attention maps are the model's.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pathlib
+from collections.abc import Iterator, Mapping
 
 import jax
 import pytest
@@ -57,18 +59,51 @@ def train_tiny(root, name: str) -> str:
   return workdir
 
 
+class TinyRuns(Mapping[str, str]):
+  """name -> the directory of that tiny run under `root`, trained on first use.
+
+  Training holds a lock file per run (fcntl.flock), so pytest-xdist's workers, which share `root`,
+  train each run once between them: the first to ask trains it, another asking meanwhile waits and
+  then reads it. A run whose results.json is missing (a session stopped while training) is trained
+  again from its last checkpoint.
+  """
+
+  def __init__(self, root: pathlib.Path):
+    self.root = root
+
+  def __getitem__(self, name: str) -> str:
+    if name not in TINY_RUNS:
+      raise KeyError(f"no tiny run {name!r}; there are {', '.join(TINY_RUNS)}")
+    workdir = self.root / name
+    self.root.mkdir(parents=True, exist_ok=True)
+    with open(self.root / f"{name}.lock", "w", encoding="utf-8") as lock:
+      fcntl.flock(lock, fcntl.LOCK_EX)
+      if not (workdir / metrics_log.RESULTS_FILE).exists():
+        jax.config.update("jax_disable_most_optimizations", True)  # compile fast, run little
+        try:
+          train_tiny(self.root, name)
+        finally:
+          jax.config.update("jax_disable_most_optimizations", False)
+    return str(workdir)
+
+  def __iter__(self) -> Iterator[str]:
+    return iter(TINY_RUNS)
+
+  def __len__(self) -> int:
+    return len(TINY_RUNS)
+
+
 @pytest.fixture(scope="session")
-def tiny_runs(tmp_path_factory) -> dict[str, str]:
-  """name -> the directory of that tiny run, every one of TINY_RUNS trained once.
+def tiny_runs(tmp_path_factory) -> TinyRuns:
+  """The tiny runs, each trained when a test first asks for it, once per test session (shared by
+  pytest-xdist's workers: their temporary folders have one parent).
 
   With $ZOO_EXPLORER_RUNS set, the runs are kept in that folder and reused by later sessions (for
-  working on the explorer; a run is trained again when its results.json is missing).
+  working on the explorer).
   """
-  jax.config.update("jax_disable_most_optimizations", True)  # each model compiles, runs little
   kept = os.environ.get("ZOO_EXPLORER_RUNS")
-  root = pathlib.Path(kept) if kept else tmp_path_factory.mktemp("explorer_runs")
-  try:
-    return {name: (str(root / name) if (root / name / metrics_log.RESULTS_FILE).exists()
-                   else train_tiny(root, name)) for name in TINY_RUNS}
-  finally:
-    jax.config.update("jax_disable_most_optimizations", False)
+  if kept:
+    return TinyRuns(pathlib.Path(kept))
+  base = tmp_path_factory.getbasetemp()
+  shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+  return TinyRuns(shared / "explorer_runs")
