@@ -189,10 +189,10 @@ def seq2seq_cpu() -> config_lib.Config:
   BLEU every 2,000 steps and at every epoch's end: every setting of bahdanau_cpu but the
   decoder, which reads the encoder's final state (its start and its fixed context) instead of
   attending to the encoder's outputs. Measured so far (docs/RESULTS.md, "Attention or not at the
-  CPU size", 2026-11-27, 2 shared AMD EPYC cores): stopped at step 2,464 by the session's
+  CPU size", 2026-11-27, 2 shared AMD EPYC cores): stopped at step 3,500 by the session's
   deadline (the same command resumes it); behind bahdanau_cpu at every step, dev perplexity /
-  greedy BLEU 8.24 / 12.15 at epoch 1 and 5.24 / 21.15 at epoch 2 against its 6.35 / 20.02 and
-  4.25 / 29.38. BLEU by source length (python -m experiments.translation.by_length) needs both
+  greedy BLEU 8.24 / 12.15, 5.24 / 21.15, 4.62 / 23.74 at epochs 1, 2, 3 against its 6.35 /
+  20.02, 4.25 / 29.38, 3.78 / 32.45. BLEU by source length (python -m experiments.translation.by_length) needs both
   runs finished: bahdanau_cpu's recorded run kept no test translations."""
   bahdanau = bahdanau_cpu()
   return _run(PlainConfig(embed_dim=256, hidden_size=384, num_layers=1, dropout_rate=0.1),
