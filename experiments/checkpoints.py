@@ -103,10 +103,26 @@ def _sha256(path: str) -> str:
   return digest.hexdigest()
 
 
+_JSON_READ_TRIES = 20  # Orbax rewrites _CHECKPOINT_METADATA in its own thread: read it again
+_JSON_READ_PAUSE_S = 0.05  # while it is being written (empty or cut short), for up to a second
+
+
 def _json_digest(path: str, volatile: tuple[str, ...]) -> str:
-  """sha256 of a JSON file's content without its `volatile` keys, in a canonical form."""
-  with open(path, encoding="utf-8") as f:
-    data = json.load(f)
+  """sha256 of a JSON file's content without its `volatile` keys, in a canonical form.
+
+  A file that does not parse is read again a few times over about a second before the
+  json.JSONDecodeError goes out: Orbax rewrites such a file (its commit timestamp) from a thread
+  of its own, and a read in between sees it empty or cut short.
+  """
+  for attempt in range(_JSON_READ_TRIES):
+    try:
+      with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+      break
+    except json.JSONDecodeError:
+      if attempt == _JSON_READ_TRIES - 1:
+        raise
+      time.sleep(_JSON_READ_PAUSE_S)
   if not isinstance(data, dict):
     raise ValueError(f"{path} does not hold a JSON object")
   kept = {k: v for k, v in data.items() if k not in volatile}

@@ -28,11 +28,13 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
 import damage_matrix
 import toy_runs
+from experiments import checkpoints
 from experiments import console as console_lib
 from experiments import runs
 from experiments import trainer
@@ -373,3 +375,23 @@ def test_a_damaged_best_checkpoint_is_set_aside_when_training_resumes(tmp_path, 
   # The best is chosen again from the evaluations after the resume (steps 15 and 20).
   with open(os.path.join(workdir, "results.json"), encoding="utf-8") as f:
     assert json.load(f)["best"]["step"] in (15, 20)
+
+
+def test_a_json_file_orbax_is_still_writing_is_read_again(tmp_path, monkeypatch):
+  # Orbax rewrites _CHECKPOINT_METADATA from its own thread; the manifest written meanwhile once
+  # read it empty and the best checkpoint's save failed ("Expecting value: line 1 column 1").
+  path = tmp_path / "_CHECKPOINT_METADATA"
+  content = {"commit_timestamp_nsecs": 7, "init_timestamp_nsecs": 3}
+  path.write_text("", encoding="utf-8")
+  writer = threading.Timer(0.2, lambda: path.write_text(json.dumps(content), encoding="utf-8"))
+  writer.start()
+  try:
+    got = checkpoints._json_digest(str(path), ("commit_timestamp_nsecs",))
+  finally:
+    writer.join()
+  path.write_text(json.dumps(dict(content, commit_timestamp_nsecs=9)), encoding="utf-8")
+  assert got == checkpoints._json_digest(str(path), ("commit_timestamp_nsecs",))
+  monkeypatch.setattr(checkpoints, "_JSON_READ_PAUSE_S", 0.0)
+  path.write_text('{"init_timestamp_nsecs": ', encoding="utf-8")  # stays cut short: damage
+  with pytest.raises(json.JSONDecodeError):
+    checkpoints._json_digest(str(path), ())
