@@ -150,31 +150,13 @@ class LuongConfig:
 
 
 @dataclasses.dataclass
-class PlainConfig:
+class PlainConfig(BahdanauConfig):
   """d2l's encoder-decoder without attention (models.PlainTranslator): an embedding and a
   multi-layer LSTM encoder whose final state starts the decoder, and whose top layer's final h is
   joined to the embedding at every decoder step (d2l 10.7, with LSTMs in place of its GRUs, as
-  BahdanauConfig).
-
-  Attributes:
-    embed_dim: token embedding width (source and target).
-    hidden_size: LSTM width of the encoder and decoder (the context's width too).
-    num_layers: LSTM layers in the encoder and in the decoder.
-    dropout_rate: between LSTM layers.
-    label_smoothing: the share of the target probability spread uniformly over the vocabulary.
-    loss_reduction: 'token_mean' or 'sequence_sum' (see the module docstring).
-    encode_padding: the encoder runs over the padding too, as d2l's (see BahdanauConfig).
+  BahdanauConfig). The same fields as BahdanauConfig, so `seq2seq_cpu` and `bahdanau_cpu` differ
+  in the decoder alone; hidden_size is the context's width too. OLD_RUN_VALUES: BahdanauConfig's.
   """
-  embed_dim: int = 256
-  hidden_size: int = 512
-  num_layers: int = 2
-  dropout_rate: float = 0.2
-  label_smoothing: float = 0.0
-  loss_reduction: LossReduction = "token_mean"
-  encode_padding: bool = False
-
-  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {**_OLD_RUN_VALUES, "encode_padding": False}
-  shared_vocab = False
 
   def build(self, src_vocab_size: int, tgt_vocab_size: int, dtype: Any,
             param_dtype: Any) -> models.Translator:
