@@ -13,18 +13,21 @@ al. (2014) reported 88.73% on IMDB with PV-DBOW and that it adds to NBSVM in an 
 vectors never see dev or test text while training.
 
 Reviews are the pipeline's word ids (rows of ints), written as strings for gensim. Training with
-one worker thread gives the same vectors in every process; with more, the threads' order varies.
-Inference is not bit-reproducible from one process to the next: gensim starts each inferred vector
-from Python's string hash of the review, which Python salts per process (docs/RESULTS.md measures
-what a rerun moves).
+one worker thread (the default) gives the same vectors in every process; with more, the threads'
+order varies. Inference gives the same vectors in every process too: gensim starts each inferred
+vector from Python's `hash` of the review, which Python salts per process, and `infer_vectors`
+has it start from the review's CRC-32 instead (`_stable_start`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Sequence
+import zlib
+from typing import Iterator, Sequence
 
 import numpy as np
+from gensim.models import doc2vec as gensim_doc2vec
 from gensim.models.doc2vec import Doc2Vec
 from gensim.models.doc2vec import TaggedDocument
 from sklearn.linear_model import LogisticRegression
@@ -32,21 +35,23 @@ from sklearn.linear_model import LogisticRegression
 
 @dataclasses.dataclass(frozen=True)
 class PVConfig:
-  """PV-DBOW's settings (defaults: Mesnil et al.'s scale, 10 epochs to fit the 2-core budget).
+  """PV-DBOW's settings (defaults: Mesnil et al.'s scale, 10 epochs to fit the 2-core budget, one
+  thread so that every run repeats).
 
   Attributes:
     dim: D, the vector size.
     epochs: passes over the training texts (and inference steps per review).
     negative: k, negative words per predicted word.
     min_count: words seen fewer times in training are dropped.
-    workers: gensim's threads (1 makes training reproducible, at twice the time on 2 cores).
+    workers: gensim's threads (1, the default, makes training reproducible; 2 took 125-133 s on
+      IMDB's 72,500 texts on a 2-core Intel Xeon, 1 takes about twice that: docs/RESULTS.md).
     seed: gensim's random seed.
   """
   dim: int = 100
   epochs: int = 10
   negative: int = 5
   min_count: int = 2
-  workers: int = 2
+  workers: int = 1
   seed: int = 0
 
   def __post_init__(self):
@@ -73,10 +78,38 @@ def train_vectors(texts: Sequence[Sequence[int]], config: PVConfig = PVConfig())
 
 
 def infer_vectors(model: Doc2Vec, reviews: Sequence[Sequence[int]]) -> np.ndarray:
-  """float32 (N, D): the inferred vectors of reviews outside the model's training texts."""
+  """float32 (N, D): the inferred vectors of reviews outside the model's training texts.
+
+  The same in every process for the same model and reviews in the same order (gensim draws the
+  negative words of inference from the model's own random state, which advances review by
+  review)."""
   if not len(reviews):
     return np.zeros((0, model.vector_size), np.float32)
-  return np.stack([model.infer_vector(as_words(ids)) for ids in reviews]).astype(np.float32)
+  with _stable_start():
+    return np.stack([model.infer_vector(as_words(ids)) for ids in reviews]).astype(np.float32)
+
+
+def _crc32(text: str) -> int:
+  return zlib.crc32(text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def _stable_start() -> Iterator[None]:
+  """Within it, gensim's inference starts a review's vector from the review's CRC-32 rather than
+  from Python's per-process salted `hash` (gensim 4's `infer_vector` calls doc2vec's
+  `pseudorandom_weak_vector(size, seed_string=' '.join(words))`, whose `hashfxn` defaults to
+  `hash`). The vector is the same uniform draw in (-0.5/D, 0.5/D), from another seed."""
+  original = gensim_doc2vec.pseudorandom_weak_vector
+
+  def start(size, seed_string=None, hashfxn=hash):
+    del hashfxn  # always the CRC-32
+    return original(size, seed_string=seed_string, hashfxn=_crc32)
+
+  gensim_doc2vec.pseudorandom_weak_vector = start
+  try:
+    yield
+  finally:
+    gensim_doc2vec.pseudorandom_weak_vector = original
 
 
 @dataclasses.dataclass

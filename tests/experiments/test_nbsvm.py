@@ -134,6 +134,91 @@ def test_choose_weights_breaks_ties_towards_an_even_blend_then_the_first_model()
     ensemble.choose_weights({"a": a, "b": np.ones(4)}, labels)
 
 
+def _noisy_models(n: int, seed: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+  """Dev log-odds of three models of n reviews: two informative ones of different strength and
+  scale, and one that points the wrong way more often than not."""
+  rng = np.random.default_rng(seed)
+  labels = rng.integers(0, 2, n)
+  signs = 2.0 * labels - 1.0
+  return {"strong": 3.0 * (signs + rng.normal(0, 1.1, n)),
+          "weak": 0.5 * (signs + rng.normal(0, 2.3, n)),
+          "reversed": -0.2 * signs + rng.normal(0, 1.0, n)}, labels
+
+
+def test_log_loss_weights_are_logistic_regression_without_intercept():
+  from sklearn.linear_model import LogisticRegression
+  log_odds, labels = _noisy_models(997, seed=5)
+  del log_odds["reversed"]  # both left have positive coefficients: the bound is not active
+  weights, fit = ensemble.fit_log_loss_weights(log_odds, labels)
+  x = np.stack([z / np.std(z) for z in log_odds.values()], axis=1)  # (997, 2)
+  reference = LogisticRegression(C=np.inf, fit_intercept=False, tol=1e-12,
+                                 max_iter=10_000).fit(x, labels)
+  v = reference.coef_[0]  # (2,)
+  assert v.min() > 0
+  assert fit["temperature"] == pytest.approx(v.sum(), rel=1e-5)
+  np.testing.assert_allclose(list(weights.values()), v / v.sum(), rtol=1e-5)
+  probability = reference.predict_proba(x)[np.arange(997), labels]
+  assert fit["dev_log_loss"] == pytest.approx(-np.mean(np.log(probability)), rel=1e-9)
+  assert sum(weights.values()) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_log_loss_weights_give_a_reversed_model_nothing():
+  log_odds, labels = _noisy_models(997, seed=5)
+  weights, _ = ensemble.fit_log_loss_weights(log_odds, labels)
+  assert weights["reversed"] == 0.0 and weights["strong"] > weights["weak"] > 0
+  with pytest.raises(ValueError, match="point the wrong way on dev"):
+    ensemble.fit_log_loss_weights({"a": -log_odds["strong"], "b": -log_odds["weak"]}, labels)
+
+
+@pytest.mark.parametrize("rule", ensemble.BLEND_RULES)
+def test_rule_stability_refits_on_resamples_and_held_out_folds(rule):
+  log_odds, labels = _noisy_models(401, seed=6)
+  record = ensemble.rule_stability(rule, log_odds, labels, bootstraps=7, folds=3, seed=2)
+  assert record["bootstraps"] == 7 and record["folds"] == 3
+  rows = np.asarray(record["bootstrap_weights"])  # (7, 3)
+  assert rows.shape == (7, 3) and np.allclose(rows.sum(axis=1), 1.0, atol=1e-5)
+  assert list(record["bootstrap_std"]) == ["strong", "weak", "reversed"]
+  np.testing.assert_allclose(list(record["bootstrap_std"].values()), rows.std(axis=0), atol=1e-6)
+  # The cross-validated accuracy counts each review once, scored by a rule that never saw it:
+  # recomputed here fold by fold.
+  fold_of = np.empty(401, np.int64)
+  rng = np.random.default_rng(2)
+  for _ in range(7):
+    rng.integers(0, 401, 401)
+  fold_of[rng.permutation(401)] = np.arange(401) % 3
+  right = 0
+  for fold in range(3):
+    kept = {name: z[fold_of != fold] for name, z in log_odds.items()}
+    weights = ensemble.choose_by_rule(rule, kept, labels[fold_of != fold])
+    scales = {name: np.std(z) for name, z in kept.items()}
+    z = ensemble.blend({name: z[fold_of == fold] for name, z in log_odds.items()}, weights,
+                       scales)
+    right += int(np.sum((z > 0) == labels[fold_of == fold]))
+  assert record["cv_dev_accuracy"] == right / 401
+  assert 0.7 < record["cv_dev_accuracy"] < 1.0
+  assert ensemble.rule_stability(rule, log_odds, labels, bootstraps=7, folds=3,
+                                 seed=2) == record  # the same seed, the same record
+  with pytest.raises(ValueError, match="unknown blend rule 'vote'"):
+    ensemble.choose_by_rule("vote", log_odds, labels)
+
+
+def test_log_loss_weights_move_less_than_the_grids_over_dev_resamples():
+  """The reason for the rule: on dev sets of 2,501 reviews drawn like the real blend's (three
+  correlated models), the grid's dev-accuracy choice jumps about far more than the log-loss fit."""
+  rng = np.random.default_rng(11)
+  n = 2501
+  labels = rng.integers(0, 2, n)
+  signs = 2.0 * labels - 1.0
+  shared = rng.normal(0, 1.0, n)  # what all three get wrong together
+  log_odds = {"run": 2 * signs + 1.2 * shared + rng.normal(0, 1.0, n),
+              "nbsvm": 2 * signs + 1.2 * shared + rng.normal(0, 0.8, n),
+              "pv": 1.4 * signs + 0.8 * shared + rng.normal(0, 1.3, n)}
+  spread = {rule: ensemble.rule_stability(rule, log_odds, labels, bootstraps=12, folds=2)[
+      "bootstrap_std"] for rule in ensemble.BLEND_RULES}
+  for name in log_odds:
+    assert spread["log_loss"][name] < 0.6 * spread["grid"][name], spread
+
+
 def test_blend_weighs_each_model_by_its_spread():
   log_odds = {"a": np.array([2.0, -2.0]), "b": np.array([-10.0, 30.0])}
   z = ensemble.blend(log_odds, {"a": 0.25, "b": 0.75}, {"a": 2.0, "b": 10.0})
@@ -169,16 +254,20 @@ def test_the_ensemble_command_scores_the_run_nbsvm_and_their_blend(sample_run, c
   best = max(fits, key=lambda row: row["dev_accuracy"])
   assert record["nbsvm"]["chosen"] == best
   assert record["nbsvm"]["max_n"] == 2 and best["features"] > 1000
-  # The blend's corners are the models alone; the chosen weights are a best one on dev.
+  # The blend's corners are the models alone (the grid rule's curve is written for every rule);
+  # the default rule's weights are non-negative, sum to 1, and were refitted on dev resamples.
   ens = record["ensemble"]
-  assert ens["models"] == ["run", "nbsvm", "paragraph_vectors"]
+  assert ens["models"] == ["run", "nbsvm", "paragraph_vectors"] and ens["rule"] == "log_loss"
   pv = record["paragraph_vectors"]
   by_weights = {tuple(row[:-1]): row[-1] for row in ens["dev_accuracy_by_weights"]}
   assert by_weights[1.0, 0.0, 0.0] == record["run_alone"]["dev_accuracy"]
   assert by_weights[0.0, 1.0, 0.0] == best["dev_accuracy"]
   assert by_weights[0.0, 0.0, 1.0] == pv["chosen"]["dev_accuracy"]
-  assert by_weights[tuple(ens["weights"].values())] == max(by_weights.values())
-  assert ens["dev_accuracy"] == max(by_weights.values())
+  assert list(ens["weights"]) == ens["models"] and min(ens["weights"].values()) >= 0
+  assert sum(ens["weights"].values()) == pytest.approx(1.0, abs=1e-9)
+  assert ens["temperature"] > 0 and 0 < ens["dev_log_loss"] < np.log(2)
+  assert ens["bootstraps"] == ensemble.BOOTSTRAPS == len(ens["bootstrap_weights"])
+  assert ens["folds"] == ensemble.FOLDS and 0.5 < ens["cv_dev_accuracy"] <= 1.0
   # Paragraph vectors learn from the labelled training reviews and the 300 unlabelled ones.
   assert pv["labelled"] == data.num_examples("train") and pv["texts"] == pv["labelled"] + 300
   assert [row["cost"] for row in pv["fits"]] == list(ensemble.PV_COSTS)
@@ -186,8 +275,17 @@ def test_the_ensemble_command_scores_the_run_nbsvm_and_their_blend(sample_run, c
   # NBSVM learns the sample: well above chance on its test reviews.
   assert best["test_accuracy"] > 0.6
   err = capsys.readouterr().err
-  assert "blend run " in err and "paragraph vectors (16) of" in err
-  assert f"written to {out}" in err
+  assert "blend run " in err and "(rule log_loss;" in err and "paragraph vectors (16) of" in err
+  assert "resamples of dev: weights' std run " in err and f"written to {out}" in err
+  # The grid rule (the records before 2026-11-27) keeps a best weight vector on dev.
+  grid_out = root / "out" / "ensemble_grid.json"
+  assert ensemble.main(["--workdir", workdir, "--out", str(grid_out), "--max-n", "2",
+                        "--costs", "1", "--pv-epochs", "0", "--blend", "grid"]) == 0
+  grid = json.loads(grid_out.read_text())["ensemble"]
+  by_weights = {tuple(row[:-1]): row[-1] for row in grid["dev_accuracy_by_weights"]}
+  assert grid["rule"] == "grid" and "temperature" not in grid
+  assert by_weights[tuple(grid["weights"].values())] == max(by_weights.values())
+  assert grid["dev_accuracy"] == max(by_weights.values())
 
 
 @pytest.mark.usefixtures("quick_compiles")

@@ -57,22 +57,38 @@ def test_paragraph_vectors_separate_two_topics_in_unseen_reviews():
   assert infer_vectors(model, []).shape == (0, 12)
 
 
-def test_one_worker_trains_the_same_vectors_in_every_process(tmp_path):
-  """Training draws its initial vectors from PVConfig.seed, not from Python's string hash (which
-  Python salts per process, as PYTHONHASHSEED does here)."""
+def test_one_worker_trains_and_infers_the_same_vectors_in_every_process(tmp_path):
+  """Training draws its initial vectors from PVConfig.seed and inference starts each vector from
+  the review's CRC-32, neither from Python's string hash (which Python salts per process, as
+  PYTHONHASHSEED does here); the default is one worker."""
+  assert PVConfig().workers == 1
   script = ("import sys, numpy as np\n"
-            "from experiments.sentiment.paragraph_vectors import PVConfig, train_vectors\n"
+            "from experiments.sentiment.paragraph_vectors import PVConfig, infer_vectors, "
+            "train_vectors\n"
             "rng = np.random.default_rng(0)\n"
             "texts = [rng.integers(5, 60, 23).tolist() for _ in range(31)]\n"
-            "model = train_vectors(texts, PVConfig(dim=8, epochs=5, min_count=1, workers=1))\n"
-            "np.save(sys.argv[1], np.stack([model.dv[i] for i in range(31)]))\n")
-  saved = []
+            "unseen = [rng.integers(5, 60, 19).tolist() for _ in range(7)]\n"
+            "model = train_vectors(texts, PVConfig(dim=8, epochs=5, min_count=1))\n"
+            "np.save(sys.argv[1], np.stack([model.dv[i] for i in range(31)]))\n"
+            "np.save(sys.argv[2], infer_vectors(model, unseen))\n")
+  trained, inferred = [], []
   for salt in ("1", "2"):
-    path = tmp_path / f"vectors_{salt}.npy"
+    paths = [tmp_path / f"trained_{salt}.npy", tmp_path / f"inferred_{salt}.npy"]
     env = dict(os.environ, PYTHONHASHSEED=salt)
-    subprocess.run([sys.executable, "-c", script, str(path)], check=True, env=env, cwd=REPO)
-    saved.append(np.load(path))
-  np.testing.assert_array_equal(saved[0], saved[1])
+    subprocess.run([sys.executable, "-c", script, *map(str, paths)], check=True, env=env, cwd=REPO)
+    trained.append(np.load(paths[0]))
+    inferred.append(np.load(paths[1]))
+  np.testing.assert_array_equal(trained[0], trained[1])
+  assert inferred[0].shape == (7, 8)
+  np.testing.assert_array_equal(inferred[0], inferred[1])
+
+
+def test_inference_leaves_gensims_own_start_in_place():
+  from gensim.models import doc2vec as gensim_doc2vec
+  original = gensim_doc2vec.pseudorandom_weak_vector
+  model = train_vectors(*_two_topic_reviews(23, seed=4)[:1], TINY)
+  infer_vectors(model, [[5, 6, 7]])
+  assert gensim_doc2vec.pseudorandom_weak_vector is original
 
 
 def test_errors_name_what_is_wrong():
