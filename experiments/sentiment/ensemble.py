@@ -32,7 +32,8 @@ with like), and the weights w >= 0, summing to 1, chosen on dev by one of two ru
 How stable the choice is gets measured and written down: the rule refitted on 20 bootstrap
 resamples of dev (the spread of each weight), and its 5-fold cross-validated dev accuracy (the
 rule fitted on four fifths of dev, scored on the fifth left out). Only dev chooses; test is scored
-once per choice and written beside it. The result (accuracies of the run alone, of each fit and
+once per choice and written beside it, and so is the other rule's choice (`other_rule`), which
+the blend does not use. The result (accuracies of the run alone, of each fit and
 of the blend on dev and test; the weights; sizes and times) goes to --out as JSON and a summary to
 stderr.
 """
@@ -306,6 +307,14 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   scales = {name: scale(scores[name]["dev"], name) for name in names}
   blended = {split: blend({name: scores[name][split] for name in names}, weights, scales)
              for split in ("dev", "test")}
+  # The other rule's choice on the same fits, written beside (it chooses nothing here).
+  other_rule = {"grid": grid_weights} if rule == "log_loss" else {
+      "log_loss": fit_log_loss_weights(dev_scores, labels["dev"])[0]}
+  alternatives = {}
+  for name, other in other_rule.items():
+    z = {split: blend({m: scores[m][split] for m in names}, other, scales)
+         for split in ("dev", "test")}
+    alternatives[name] = {"weights": other, **_accuracies(z, labels)}
   record = {
       "run": run.workdir, "model": run.config.model_name, "checkpoint": run.checkpoint,
       "step": run.step, "protocol": run.config.data.protocol,
@@ -318,6 +327,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                    "dev_accuracy": accuracy(blended["dev"], labels["dev"]),
                    "test_accuracy": accuracy(blended["test"], labels["test"]),
                    **stability,
+                   "other_rule": alternatives,
                    "dev_accuracy_by_weights": dev_curve},
       "run_scoring_s": round(run_s, 1),
       "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

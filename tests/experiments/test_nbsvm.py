@@ -268,6 +268,11 @@ def test_the_ensemble_command_scores_the_run_nbsvm_and_their_blend(sample_run, c
   assert ens["temperature"] > 0 and 0 < ens["dev_log_loss"] < np.log(2)
   assert ens["bootstraps"] == ensemble.BOOTSTRAPS == len(ens["bootstrap_weights"])
   assert ens["folds"] == ensemble.FOLDS and 0.5 < ens["cv_dev_accuracy"] <= 1.0
+  # The grid rule's choice on the same fits is written beside, and is a best one on dev.
+  other = ens["other_rule"]["grid"]
+  assert list(ens["other_rule"]) == ["grid"]
+  assert other["dev_accuracy"] == max(by_weights.values())
+  assert other["dev_accuracy"] == by_weights[tuple(other["weights"].values())]
   # Paragraph vectors learn from the labelled training reviews and the 300 unlabelled ones.
   assert pv["labelled"] == data.num_examples("train") and pv["texts"] == pv["labelled"] + 300
   assert [row["cost"] for row in pv["fits"]] == list(ensemble.PV_COSTS)
@@ -284,6 +289,7 @@ def test_the_ensemble_command_scores_the_run_nbsvm_and_their_blend(sample_run, c
   grid = json.loads(grid_out.read_text())["ensemble"]
   by_weights = {tuple(row[:-1]): row[-1] for row in grid["dev_accuracy_by_weights"]}
   assert grid["rule"] == "grid" and "temperature" not in grid
+  assert list(grid["other_rule"]) == ["log_loss"]
   assert by_weights[tuple(grid["weights"].values())] == max(by_weights.values())
   assert grid["dev_accuracy"] == max(by_weights.values())
 
