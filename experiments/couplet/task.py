@@ -279,11 +279,17 @@ class CoupletTask(Seq2SeqTask):
     _, src = self.encode_upper(generation.upper)
     return self.attention(params, src, self.vocab.encode(generation.tokens[rank]))
 
+  def ended_tokens(self, tokens: Sequence[str]) -> list[str]:
+    """A generated line's characters and its eos '</s>', the rows of its attention; a line cut at
+    the length limit (max_target_len characters, possible with `FormOptions(exact_length=False)`)
+    has no eos, and no eos row."""
+    return list(tokens) + (["</s>"] if len(tokens) < self.max_target_len else [])
+
   def draw_heatmap(self, params, generation: Generation, path: str, rank: int = 0) -> str:
     """Saves the attention of one generated line over its upper line as a PNG heatmap."""
-    weights = self.cross_attention(params, generation, rank)
-    return plots.plot_attention(weights, generation.chars + ["</s>"],
-                                generation.tokens[rank] + ["</s>"], path,
+    rows = self.ended_tokens(generation.tokens[rank])
+    weights = self.cross_attention(params, generation, rank)[:len(rows)]  # (T (+ 1), S)
+    return plots.plot_attention(weights, generation.chars + ["</s>"], rows, path,
                                 title=f"{self.config.model_name or 'couplet'}: attention",
                                 xlabel="upper line", ylabel="generated lower line")
 

@@ -377,8 +377,8 @@ def _couplet_answer(run: runs.Run, text: str, options: dict[str, Any], console: 
   _, src = task.encode_upper(generation.upper)
   best = generation.tokens[0]
   maps = task.attention_maps(run.params, src, task.vocab.encode(best))
-  ended = best + ["</s>"] if len(best) < task.max_target_len else best  # cut at the most: no eos
-  return output, _seq2seq_maps(maps, generation.chars + ["</s>"], ended, ["<s>", *best])
+  return output, _seq2seq_maps(maps, generation.chars + ["</s>"], task.ended_tokens(best),
+                               ["<s>", *best])
 
 
 def _matching_options(run: runs.Run, limits: Limits) -> dict[str, Option]:

@@ -420,3 +420,29 @@ def test_couplet_command_keeps_spaces_and_lists_unknown_characters_apart(workdir
     ("晚  风", "夜雨", "夜  雨"), ("春风", "秋月", "秋月"), ("a b", "xyz", "x yz")])
 def test_spaced_like_puts_the_upper_lines_spaces_in_place(upper, line, expected):
   assert couplet_cli.spaced_like(upper, line) == expected
+
+
+def test_heatmap_of_a_free_line_cut_at_the_length_limit_has_no_eos_row(workdir, tmp_path,
+                                                                        monkeypatch):
+  """A line without the length constraint may run to max_target_len characters without eos: its
+  heatmap has one row per character, as its attention has (an eos label once made it fail)."""
+  run = runs.load_run(workdir)
+  task = run.task
+  generation = task.generate(run.params, ["春风"], options=FormOptions(exact_length=False))[0]
+  full = [generation.tokens[0][0] if generation.tokens[0] else "春"] * task.max_target_len
+  cut = task_lib.Generation(generation.upper, generation.chars, ["".join(full)], [full], [0.0])
+  drawn = {}
+
+  def plot(weights, x_tokens, y_tokens, path, **kwargs):
+    drawn.update(weights=weights, x=x_tokens, y=y_tokens)
+    return path
+
+  monkeypatch.setattr(task_lib.plots, "plot_attention", plot)
+  task.draw_heatmap(run.params, cut, str(tmp_path / "cut.png"))
+  assert drawn["y"] == full and drawn["weights"].shape == (task.max_target_len, 3)
+  np.testing.assert_allclose(drawn["weights"].sum(axis=1), 1.0, rtol=1e-5)
+  ended = task.generate(run.params, ["春风"])[0]  # the upper line's length: 2 characters, eos
+  task.draw_heatmap(run.params, ended, str(tmp_path / "ended.png"))
+  assert drawn["y"] == ended.tokens[0] + ["</s>"] and len(ended.tokens[0]) == 2
+  assert drawn["weights"].shape == (3, 3)
+  assert task.ended_tokens(["春"] * (task.max_target_len - 1))[-1] == "</s>"
