@@ -307,14 +307,18 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   scales = {name: scale(scores[name]["dev"], name) for name in names}
   blended = {split: blend({name: scores[name][split] for name in names}, weights, scales)
              for split in ("dev", "test")}
-  # The other rule's choice on the same fits, written beside (it chooses nothing here).
+  # The other rule's choice on the same fits and its stability, written beside (it chooses
+  # nothing here).
   other_rule = {"grid": grid_weights} if rule == "log_loss" else {
       "log_loss": fit_log_loss_weights(dev_scores, labels["dev"])[0]}
   alternatives = {}
   for name, other in other_rule.items():
     z = {split: blend({m: scores[m][split] for m in names}, other, scales)
          for split in ("dev", "test")}
-    alternatives[name] = {"weights": other, **_accuracies(z, labels)}
+    spread = rule_stability(name, dev_scores, labels["dev"], seed=seed)
+    alternatives[name] = {"weights": other, **_accuracies(z, labels),
+                          "bootstrap_std": spread["bootstrap_std"],
+                          "cv_dev_accuracy": spread["cv_dev_accuracy"]}
   record = {
       "run": run.workdir, "model": run.config.model_name, "checkpoint": run.checkpoint,
       "step": run.step, "protocol": run.config.data.protocol,

@@ -273,6 +273,7 @@ def test_the_ensemble_command_scores_the_run_nbsvm_and_their_blend(sample_run, c
   assert list(ens["other_rule"]) == ["grid"]
   assert other["dev_accuracy"] == max(by_weights.values())
   assert other["dev_accuracy"] == by_weights[tuple(other["weights"].values())]
+  assert list(other["bootstrap_std"]) == ens["models"] and 0.5 < other["cv_dev_accuracy"] <= 1
   # Paragraph vectors learn from the labelled training reviews and the 300 unlabelled ones.
   assert pv["labelled"] == data.num_examples("train") and pv["texts"] == pv["labelled"] + 300
   assert [row["cost"] for row in pv["fits"]] == list(ensemble.PV_COSTS)
