@@ -39,6 +39,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
+from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import run_command
@@ -192,8 +193,8 @@ def _parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace, console: Console) -> int:
   if any(c <= 0 for c in args.costs):
     raise UsageError(f"every --costs value must be positive, got {args.costs}")
-  from pipelines.tasks.matching import MatchingData  # pylint: disable=g-import-not-at-top
-  data = MatchingData.load(args.data_dir)
+  # The data exactly as the matching runs read it (their default named run's data options).
+  data = runs.make_task(runs.make_config("matching", data_dir=args.data_dir)).data
   record = overlap_baseline(data, args.costs, console)
   text = json.dumps(record, indent=2, ensure_ascii=False)
   if args.out:
