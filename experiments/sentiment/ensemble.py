@@ -297,28 +297,22 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
 
   names = ["run", "nbsvm"] + (["paragraph_vectors"] if pv is not None else [])
   dev_scores = {name: scores[name]["dev"] for name in names}
+  # Both rules choose on the same fits; `rule`'s choice is the blend, the other's is written
+  # beside it (`other_rule`) and chooses nothing.
   grid_weights, dev_curve = choose_weights(dev_scores, labels["dev"])
-  fit = {}
-  if rule == "log_loss":
-    weights, fit = fit_log_loss_weights(dev_scores, labels["dev"])
-  else:
-    weights = grid_weights
-  stability = rule_stability(rule, dev_scores, labels["dev"], seed=seed)
+  log_loss_weights, fit = fit_log_loss_weights(dev_scores, labels["dev"])
+  by_rule = {"log_loss": log_loss_weights, "grid": grid_weights}
   scales = {name: scale(scores[name]["dev"], name) for name in names}
-  blended = {split: blend({name: scores[name][split] for name in names}, weights, scales)
-             for split in ("dev", "test")}
-  # The other rule's choice on the same fits and its stability, written beside (it chooses
-  # nothing here).
-  other_rule = {"grid": grid_weights} if rule == "log_loss" else {
-      "log_loss": fit_log_loss_weights(dev_scores, labels["dev"])[0]}
-  alternatives = {}
-  for name, other in other_rule.items():
-    z = {split: blend({m: scores[m][split] for m in names}, other, scales)
+  per_rule = {}
+  for name, weights in by_rule.items():
+    z = {split: blend({m: scores[m][split] for m in names}, weights, scales)
          for split in ("dev", "test")}
-    spread = rule_stability(name, dev_scores, labels["dev"], seed=seed)
-    alternatives[name] = {"weights": other, **_accuracies(z, labels),
-                          "bootstrap_std": spread["bootstrap_std"],
-                          "cv_dev_accuracy": spread["cv_dev_accuracy"]}
+    per_rule[name] = {"weights": weights, **_accuracies(z, labels),
+                      **rule_stability(name, dev_scores, labels["dev"], seed=seed)}
+  chosen = per_rule.pop(rule)
+  other_rule = {name: {key: r[key] for key in ("weights", "dev_accuracy", "test_accuracy",
+                                               "bootstrap_std", "cv_dev_accuracy")}
+                for name, r in per_rule.items()}
   record = {
       "run": run.workdir, "model": run.config.model_name, "checkpoint": run.checkpoint,
       "step": run.step, "protocol": run.config.data.protocol,
@@ -327,12 +321,9 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                     for split in ("dev", "test")},
       "nbsvm": nbsvm_record,
       **({"paragraph_vectors": pv_record} if pv is not None else {}),
-      "ensemble": {"rule": rule, "models": names, "weights": weights, **fit, "scales": scales,
-                   "dev_accuracy": accuracy(blended["dev"], labels["dev"]),
-                   "test_accuracy": accuracy(blended["test"], labels["test"]),
-                   **stability,
-                   "other_rule": alternatives,
-                   "dev_accuracy_by_weights": dev_curve},
+      "ensemble": {"rule": rule, "models": names, "weights": chosen.pop("weights"),
+                   **(fit if rule == "log_loss" else {}), "scales": scales, **chosen,
+                   "other_rule": other_rule, "dev_accuracy_by_weights": dev_curve},
       "run_scoring_s": round(run_s, 1),
       "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
   }
