@@ -40,6 +40,7 @@ SUITES: dict[str, tuple[Callable[[common.Settings], Any], Callable[[Any], str]]]
     "translation_runs": (translation_runs.run, translation_runs.markdown),
 }
 
+UNTIMED_SUITES = frozenset({"memory"})  # XLA's planned bytes: exact, the same every time
 HEADINGS = {"cpu": "## Speed on the CPU", "gpu": "## Speed on the GPU"}
 
 PREAMBLE = """Command: `{command}`. Medians of {repeats} repeats after {warmup} warm-up calls; the
@@ -70,6 +71,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--from-json", nargs="+", default=None,
                       help="render the markdown from these JSON files (merged in order) instead "
                            "of measuring")
+  parser.add_argument("--rounds", type=int, default=None,
+                      help="measure each timed suite this many times in a row and show every "
+                           "round's ratio, to show their spread (default: 2 for a full CPU run, "
+                           "1 with --quick or on a GPU, whose time is rationed)")
   parser.add_argument("--note", default="",
                       help="a sentence added to the markdown block (e.g. about the load)")
   return parser.parse_args(argv)
@@ -82,6 +87,11 @@ def render(results: dict[str, Any], note: str = "") -> tuple[str, str]:
   settings = results.get("settings") or {}
   preamble = PREAMBLE.format(command=settings.get("command", "python -m benchmarks"),
                              repeats=settings.get("repeats"), warmup=settings.get("warmup"))
+  if settings.get("rounds", 1) > 1:
+    preamble += (f"\n\nEach timed comparison was measured {settings['rounds']} times in a row "
+                 "(the whole comparison, warm-up included); a ratio shown as 'a / b' gives each "
+                 "round's, one figure where they agree to two decimals; times are the first "
+                 "round's. The memory suite's planned bytes are exact and measured once.")
   if settings.get("quick"):
     preamble += "\n\nQuick sizes (a harness check, not figures to quote)."
   if note or settings.get("note"):
@@ -144,15 +154,23 @@ def main(argv: list[str] | None = None) -> int:
   key = "cpu" if machine["backend"] == "cpu" else "gpu"
   out = args.out or (None if args.quick else "docs/BENCHMARKS.md")
   json_path = args.json or (None if args.quick else f"benchmarks/results/{key}.json")
-  command = "python -m benchmarks" + (" --quick" if args.quick else "")
+  rounds = args.rounds or (1 if args.quick or key == "gpu" else 2)
+  if rounds < 1:
+    raise SystemExit(f"--rounds must be >= 1, got {rounds}")
+  command = "python -m benchmarks" + (" --quick" if args.quick else "") + (
+      f" --rounds {rounds}" if args.rounds else "")
   results = {"machine": machine,
              "settings": dict(warmup=settings.warmup, repeats=settings.repeats,
-                              quick=settings.quick, command=command, note=args.note),
+                              quick=settings.quick, command=command, note=args.note,
+                              rounds=rounds),
              "suites": {}}
   common.log(f"machine: {json.dumps(machine)}")
   for name in names:
     run_suite, _ = SUITES[name]
-    results["suites"][name] = common.guarded(name, lambda run_suite=run_suite: run_suite(settings))
+    measured = [common.guarded(name, lambda run_suite=run_suite: run_suite(settings))
+                for _ in range(1 if name in UNTIMED_SUITES else rounds)]
+    errors = [m for m in measured if isinstance(m, dict) and "error" in m]
+    results["suites"][name] = errors[0] if errors else report.merge_rounds(measured)
     merged = report.merge_json(json_path, results) if json_path else results
     _, text = render(merged, args.note)
     if out:

@@ -321,14 +321,22 @@ def transformer_to_torch(params: dict[str, Any]) -> dict[str, np.ndarray]:
 
 
 def zoo_transformer_to_torch(params: dict[str, Any]) -> dict[str, np.ndarray]:
-  """zoo.transformer.Transformer parameters (separate source and target embeddings, an untied
-  output layer) -> TorchZooTransformer's state dict (the same names, nn.Linear layout)."""
-  if "output" not in params or "tgt_embed" not in params:
+  """zoo.transformer.Transformer parameters -> TorchZooTransformer's state dict (the same names,
+  nn.Linear layout): separate source and target embeddings with an untied output layer, or one
+  shared table that is also the output layer (share_embeddings and tie_output; TorchZooTransformer
+  with shared=True, whose state dict holds the table under both embedding keys)."""
+  separate = "output" in params and "tgt_embed" in params
+  shared = "output" not in params and "tgt_embed" not in params
+  if not (separate or shared):
     raise ValueError("zoo_transformer_to_torch converts Transformers with separate embeddings and "
-                     "an untied output layer (share_embeddings=False, tie_output=False)")
-  state = {"src_embed.weight": np.asarray(params["src_embed"]["embedding"]),
-           "tgt_embed.weight": np.asarray(params["tgt_embed"]["embedding"])}
-  state.update(_prefixed("output", _linear(params["output"])))
+                     "an untied output layer, or with share_embeddings=True and tie_output=True; "
+                     f"got top-level parameters {sorted(params)}")
+  source = np.asarray(params["src_embed"]["embedding"])
+  state = {"src_embed.weight": source,
+           "tgt_embed.weight": (np.asarray(params["tgt_embed"]["embedding"]) if separate
+                                else source)}
+  if separate:
+    state.update(_prefixed("output", _linear(params["output"])))
   for side in ("encoder", "decoder"):
     stack = params[side]
     if "final_norm" in stack:

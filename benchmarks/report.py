@@ -108,9 +108,41 @@ def number(value: float | None, digits: int = 3) -> str:
   return f"{value:.{digits}g}"
 
 
-def speedup(value: float | None) -> str:
-  """A ratio as '1.23x', or 'n/a'."""
+def speedup(value: float | Sequence[float | None] | None) -> str:
+  """A ratio as '1.23x', or 'n/a'; the ratios of rounds measured in a row (`merge_rounds`) as
+  '1.23x / 1.19x' (one figure where they agree to the digits shown)."""
+  if isinstance(value, (list, tuple)):
+    shown = [speedup(v) for v in value]
+    return shown[0] if len(set(shown)) == 1 else " / ".join(shown)
   return "n/a" if value is None else f"{value:.2f}x"
+
+
+RATIO_KEYS = frozenset({"speedup"})
+
+
+def merge_rounds(rounds: Sequence[Any]) -> Any:
+  """One suite's results measured several times in a row -> the first round's results, with
+  every ratio (a numeric value under a key of RATIO_KEYS) replaced by the list of its values in
+  all rounds, in order (rendered by `speedup` as 'a / b').
+
+  Every round must have the first one's structure where the ratios are; a part whose structure
+  differs (a variant that failed in one round) keeps the first round's values.
+  """
+  first = rounds[0]
+  if isinstance(first, dict):
+    merged = {}
+    for key, value in first.items():
+      others = [r.get(key) if isinstance(r, dict) else None for r in rounds]
+      if key in RATIO_KEYS and all(isinstance(v, (int, float)) or v is None for v in others):
+        merged[key] = list(others)
+      else:
+        merged[key] = merge_rounds(others) if all(
+            isinstance(o, type(value)) for o in others) else value
+    return merged
+  if isinstance(first, list) and all(isinstance(r, list) and len(r) == len(first)
+                                     for r in rounds):
+    return [merge_rounds([r[i] for r in rounds]) for i in range(len(first))]
+  return first
 
 
 def megabytes(value: float | None) -> str:

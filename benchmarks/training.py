@@ -70,6 +70,9 @@ def jax_run(loss_fn: Callable, params: Any, batch: dict[str, np.ndarray]) -> Cal
   def run():
     state[0], state[1], loss = step(state[0], state[1], batch)
     return jax.block_until_ready(loss)
+
+  # The optimized HLO of the step (benchmarks/profile_steps.py names the profile's ops with it).
+  run.compiled_text = lambda: step.lower(state[0], state[1], batch).compile().as_text()
   return run
 
 
@@ -232,6 +235,21 @@ def compare(name: str, modules: dict[str, Any], jax_loss: Callable, batch: dict[
     extra: more entries for the result (sizes).
     torch_autocast: on a GPU, also time PyTorch under bfloat16 autocast.
   """
+  runs, reference = prepare(modules, jax_loss, batch, inputs, to_torch, make_torch, torch_loss,
+                            extra, torch_autocast)
+  return _measure(name, runs, reference, batch[inputs[0]].shape[0], tokens, settings, extra)
+
+
+def prepare(modules: dict[str, Any], jax_loss: Callable, batch: dict[str, np.ndarray],
+            inputs: tuple[str, ...], to_torch: Callable, make_torch: Callable,
+            torch_loss: Callable, extra: dict[str, Any],
+            torch_autocast: bool = False) -> tuple[dict[str, Callable[[], Any]], str]:
+  """The step callables `compare` times (arguments as there), and the reference's name.
+
+  Initializes the first JAX module; with torch installed, loads its twin with those weights, adds
+  `extra['torch_agreement']` and, when the logits agree, the PyTorch variants (reference 'torch':
+  the faster of its thread settings, chosen after timing).
+  """
   first = next(iter(modules.values()))
   params = jax.jit(first.init)(jax.random.key(0), *(batch[k] for k in inputs))["params"]
   runs = {variant: jax_run(jax_loss(m), params, batch) for variant, m in modules.items()}
@@ -253,10 +271,11 @@ def compare(name: str, modules: dict[str, Any], jax_loss: Callable, batch: dict[
       reference = "torch"
       if torch_autocast and common.on_gpu():
         runs["torch_bf16_autocast"] = torch_run(torch_model(), torch_loss, tensors, autocast=True)
-  return _measure(name, runs, reference, batch[inputs[0]].shape[0], tokens, settings, extra)
+  return runs, reference
 
 
-def run_classifier(settings: common.Settings) -> dict[str, Any]:
+def classifier_arguments(settings: common.Settings) -> dict[str, Any]:
+  """`compare`'s arguments for the classifier (its name, modules, losses, batch, twin, sizes)."""
   size = classifier_size(settings)
   batch = models.classifier_inputs(size)
   variants = {"jax_scan": "scan"}
@@ -270,9 +289,14 @@ def run_classifier(settings: common.Settings) -> dict[str, Any]:
     from benchmarks import torch_models  # pylint: disable=import-outside-toplevel
     from_torch = lambda: torch_models.TorchBiLSTMAttention(size.vocab, size.embed, size.hidden,
                                                            size.layers)
-  result = compare("classifier", modules, _classifier_loss, batch, ("tokens", "lengths"),
-                   models.classifier_to_torch, from_torch, _torch_classifier_loss,
-                   int(np.sum(batch["lengths"])), settings, dict(size=dataclasses.asdict(size)))
+  return dict(name="classifier", modules=modules, jax_loss=_classifier_loss, batch=batch,
+              inputs=("tokens", "lengths"), to_torch=models.classifier_to_torch,
+              make_torch=from_torch, torch_loss=_torch_classifier_loss,
+              tokens=int(np.sum(batch["lengths"])), extra=dict(size=dataclasses.asdict(size)))
+
+
+def run_classifier(settings: common.Settings) -> dict[str, Any]:
+  result = compare(settings=settings, **classifier_arguments(settings))
   for variant in result["results"].values():
     rate = variant["examples_per_s"]
     variant["seed_protocol_s"] = SEED_PROTOCOL_EXAMPLES / rate if rate else None

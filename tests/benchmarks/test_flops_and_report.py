@@ -249,3 +249,24 @@ def test_attention_grid_rejects_a_head_width_that_does_not_divide_the_width():
   settings = dataclasses.replace(common.QUICK, head_dims=(24,))  # the quick width is 64
   with pytest.raises(ValueError, match=r"head widths \[24\] do not divide the model width 64"):
     attention.run(settings)
+
+
+def test_merge_rounds_lists_every_rounds_ratio_and_keeps_the_first_rounds_times():
+  first = {"rows": [{"mode": "forward", "flax": {"seconds": 0.25, "speedup": 1.0},
+                     "zoo": {"seconds": 0.125, "speedup": 2.0}}], "reference": "flax"}
+  second = {"rows": [{"mode": "forward", "flax": {"seconds": 0.5, "speedup": 1.0},
+                      "zoo": {"seconds": 0.3, "speedup": 5 / 3}}], "reference": "flax"}
+  merged = report.merge_rounds([first, second])
+  assert merged == {"rows": [{"mode": "forward", "flax": {"seconds": 0.25, "speedup": [1.0, 1.0]},
+                              "zoo": {"seconds": 0.125, "speedup": [2.0, 5 / 3]}}],
+                    "reference": "flax"}
+  assert report.speedup(merged["rows"][0]["zoo"]["speedup"]) == "2.00x / 1.67x"
+  assert report.speedup(merged["rows"][0]["flax"]["speedup"]) == "1.00x"
+  assert report.speedup([None, 1.5]) == "n/a / 1.50x"
+  assert report.speedup(report.merge_rounds([first])["rows"][0]["zoo"]["speedup"]) == "2.00x"
+
+
+def test_merge_rounds_keeps_the_first_round_where_the_structure_differs():
+  first = {"rows": [{"speedup": 1.5}, {"speedup": 0.5}], "torch": {"speedup": 1.0}}
+  second = {"rows": [{"speedup": 1.25}], "torch": "failed: out of memory"}
+  assert report.merge_rounds([first, second]) == first
