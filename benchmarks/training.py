@@ -98,14 +98,20 @@ def torch_run(module, loss_fn: Callable, batch: dict, autocast: bool = False,
       torch.cuda.synchronize()
     return loss
 
+  return with_torch_threads(step, threads)
+
+
+def with_torch_threads(fn: Callable[[], Any], threads: int | None) -> Callable[[], Any]:
+  """`fn` run with torch's CPU threads set to `threads` (restored after); None: `fn` itself."""
   if threads is None:
-    return step
+    return fn
+  import torch  # pylint: disable=import-outside-toplevel
 
   def run():
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-      return step()
+      return fn()
     finally:
       torch.set_num_threads(before)
   return run

@@ -138,6 +138,9 @@ def _map_heads_and_batch_module(group_size: int, initializing: bool) -> Callable
   return nn.vmap(over_heads, variable_axes={"params": None}, split_rngs={"params": False})
 
 
+_PROJECT_KEY_VALUE = object()  # MultiHeadAttention.__call__'s inputs_q for project_key_value
+
+
 class MultiHeadAttention(nn.Module):
   """Multi-head attention with any score, vmapped over heads; a drop-in for flax's MHA.
 
@@ -284,7 +287,8 @@ class MultiHeadAttention(nn.Module):
   def __call__(self, inputs_q: jax.Array, inputs_kv: jax.Array | None = None, *,
                mask: jax.Array | None = None, valid_lens: jax.Array | None = None,
                deterministic: bool = True, return_weights: bool = False,
-               decode: bool = False) -> jax.Array | tuple[jax.Array, jax.Array]:
+               decode: bool = False, key_value: tuple[jax.Array, jax.Array] | None = None
+               ) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Attends from each query position to the key/value positions.
 
     Args:
@@ -304,20 +308,32 @@ class MultiHeadAttention(nn.Module):
         then one position per step; new position i attends to all cached positions and causally
         within the chunk. Queries and new keys must be the same positions (self-attention). The
         caller keeps cache_index + T <= max_len.
+      key_value: the keys and values already projected by this module's `project_key_value`
+        (each (B, K, Hkv, Dh)); `inputs_kv` is then not used (may be None). A decoder whose
+        cross-attention reads the same encoder outputs at every step projects them once.
 
     Returns:
       out (B, Q, D_out), and with return_weights=True also weights (B, H, Q, K).
     """
+    if inputs_q is _PROJECT_KEY_VALUE:
+      return self._project_key_value(inputs_kv)
     checks.rank(inputs_q, 3, "inputs_q")
     checks.floating(inputs_q, "inputs_q")
-    if inputs_kv is None:
-      inputs_kv = inputs_q
-    checks.rank(inputs_kv, 3, "inputs_kv")
-    checks.floating(inputs_kv, "inputs_kv")
-    checks.equal_dim(inputs_q, "inputs_q", 0, inputs_kv, "inputs_kv", 0)
-    if decode:
-      checks.equal_dim(inputs_q, "inputs_q", 1, inputs_kv, "inputs_kv", 1)
     heads, kv_heads, head_dim = self._check_config(inputs_q.shape[-1])
+    if key_value is not None:
+      if decode:
+        raise ValueError("key_value: projected keys and values serve attention over fixed inputs "
+                         "(a decoder's cross-attention); with decode=True the keys are the "
+                         "self-attention cache")
+      key, value = self._check_key_value(key_value, inputs_q.shape[0], kv_heads, head_dim)
+    else:
+      if inputs_kv is None:
+        inputs_kv = inputs_q
+      checks.rank(inputs_kv, 3, "inputs_kv")
+      checks.floating(inputs_kv, "inputs_kv")
+      checks.equal_dim(inputs_q, "inputs_q", 0, inputs_kv, "inputs_kv", 0)
+      if decode:
+        checks.equal_dim(inputs_q, "inputs_q", 1, inputs_kv, "inputs_kv", 1)
     dropout = self.dropout_rate > 0.0 and not deterministic
     implementation = self.implementation
     if implementation == "auto":
@@ -332,8 +348,9 @@ class MultiHeadAttention(nn.Module):
                        f"{self.dropout_rate}, deterministic=False); use implementation='vmap'")
 
     query = self._projection("query", heads, head_dim)(inputs_q)  # (B, Q, H, Dh)
-    key = self._projection("key", kv_heads, head_dim)(inputs_kv)  # (B, K, Hkv, Dh)
-    value = self._projection("value", kv_heads, head_dim)(inputs_kv)  # (B, K, Hkv, Dh)
+    if key_value is None:
+      key = self._projection("key", kv_heads, head_dim)(inputs_kv)  # (B, K, Hkv, Dh)
+      value = self._projection("value", kv_heads, head_dim)(inputs_kv)  # (B, K, Hkv, Dh)
     cache_mask = None
     if decode:
       key, value, cache_mask = self._cached(key, value)  # (B, max_len, Hkv, Dh), (1, 1, Q, max_len)
@@ -358,6 +375,38 @@ class MultiHeadAttention(nn.Module):
                           kernel_init=self.kernel_init, bias_init=self.bias_init,
                           name="out")(out)  # (B, Q, D_out)
     return (out, weights) if return_weights else out
+
+  def project_key_value(self, inputs_kv: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """This module's key and value projections of float inputs_kv (B, K, Dkv): (key, value), each
+    (B, K, Hkv, Dh), to pass as `key_value` to later calls over the same inputs.
+
+    With qkv_features unset, Dh is taken from Dkv, so the query and key/value widths must then be
+    equal (as in a Transformer); set qkv_features otherwise.
+    """
+    return self(_PROJECT_KEY_VALUE, inputs_kv)
+
+  def _project_key_value(self, inputs_kv: jax.Array) -> tuple[jax.Array, jax.Array]:
+    checks.rank(inputs_kv, 3, "inputs_kv")
+    checks.floating(inputs_kv, "inputs_kv")
+    _, kv_heads, head_dim = self._check_config(inputs_kv.shape[-1])
+    return (self._projection("key", kv_heads, head_dim)(inputs_kv),  # (B, K, Hkv, Dh)
+            self._projection("value", kv_heads, head_dim)(inputs_kv))  # (B, K, Hkv, Dh)
+
+  @staticmethod
+  def _check_key_value(key_value, batch: int, kv_heads: int,
+                       head_dim: int) -> tuple[jax.Array, jax.Array]:
+    if not isinstance(key_value, (tuple, list)) or len(key_value) != 2:
+      raise ValueError(f"key_value: expected (key, value) from project_key_value, got "
+                       f"{type(key_value).__name__}")
+    key, value = key_value
+    for name, x in (("key_value[0] (key)", key), ("key_value[1] (value)", value)):
+      checks.floating(x, name)
+      if x.ndim != 4 or x.shape[0] != batch or x.shape[2:] != (kv_heads, head_dim):
+        raise ValueError(f"{name}: expected shape (B, K, Hkv, Dh) = ({batch}, K, {kv_heads}, "
+                         f"{head_dim}) from project_key_value, got {x.shape}")
+    if key.shape != value.shape:
+      raise ValueError(f"key_value: key {key.shape} and value {value.shape} differ in shape")
+    return key, value
 
   def _fused(self, query, key, value, mask, valid_lens, lens_mask) -> jax.Array:
     """query (B, Q, H, Dh), key/value (B, K, Hkv, Dh), masks broadcastable to (B, H, Q, K)

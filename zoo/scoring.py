@@ -102,6 +102,19 @@ def additive_score_projected(q_hidden: jax.Array, k_hidden: jax.Array, v: jax.Ar
   checks.rank(q_hidden, 2, "q_hidden")
   checks.rank(k_hidden, 2, "k_hidden")
   checks.equal_dim(q_hidden, "q_hidden", -1, k_hidden, "k_hidden", -1)
+  return _tanh_features_scored(q_hidden, k_hidden, v)
+
+
+@jax.checkpoint
+def _tanh_features_scored(q_hidden: jax.Array, k_hidden: jax.Array, v: jax.Array) -> jax.Array:
+  """v^T tanh(q_hidden + k_hidden): (Q, A), (K, A), (A,) -> (Q, K).
+
+  Rematerialized: the backward pass recomputes the tanh features (Q, K, A) from the projections
+  instead of keeping them. Inside a decoder's scan the kept features would be a (T, N, Q, K, A)
+  array written, zero-filled and read again every training step (113 MB at bahdanau_cpu's
+  size); recomputing them is cheaper there (docs/BENCHMARKS.md, "Levers") and gives the same
+  gradients.
+  """
   hidden = jnp.tanh(q_hidden[:, None, :] + k_hidden[None, :, :])  # (Q, K, A)
   return hidden @ v
 

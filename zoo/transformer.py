@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import flax.linen as nn
 import jax
@@ -33,6 +33,7 @@ from zoo.multihead import MultiHeadAttention
 
 Dtype = Any
 PyTree = Any
+_PROJECT_SOURCE = object()  # DecoderBlock / TransformerDecoder x when projecting enc_outputs only
 
 
 class PositionwiseFFN(nn.Module):
@@ -127,18 +128,23 @@ class _Sublayers(nn.Module):
       return x + drop(sublayer(norm(x)))
     return norm(x + drop(sublayer(x)))
 
-  def _attention(self, name: str, queries: jax.Array, keys: jax.Array | None,
-                 mask: jax.Array | None, deterministic: bool, decode: bool = False) -> jax.Array:
-    """Multi-head attention queries (B, Q, D) over keys (B, K, D) (None: self); sows the weights."""
+  def _mha(self, name: str) -> MultiHeadAttention:
     rate = self.dropout_rate if self.attention_dropout_rate is None else self.attention_dropout_rate
-    mha = MultiHeadAttention(num_heads=self.num_heads, qkv_features=self.qkv_features,
-                             dropout_rate=rate, num_kv_heads=self.num_kv_heads,
-                             implementation=self.implementation, dtype=self.dtype,
-                             param_dtype=self.param_dtype, name=name)
+    return MultiHeadAttention(num_heads=self.num_heads, qkv_features=self.qkv_features,
+                              dropout_rate=rate, num_kv_heads=self.num_kv_heads,
+                              implementation=self.implementation, dtype=self.dtype,
+                              param_dtype=self.param_dtype, name=name)
+
+  def _attention(self, name: str, queries: jax.Array, keys: jax.Array | None,
+                 mask: jax.Array | None, deterministic: bool, decode: bool = False,
+                 key_value: tuple[jax.Array, jax.Array] | None = None) -> jax.Array:
+    """Multi-head attention queries (B, Q, D) over keys (B, K, D) (None: self), or over keys and
+    values projected before (`key_value`); sows the weights."""
+    mha = self._mha(name)
     # 'auto' runs the vmapped path whenever weights are asked for.
     sow = self.implementation != "fused" and self.is_mutable_collection("intermediates")
     result = mha(queries, keys, mask=mask, deterministic=deterministic, return_weights=sow,
-                 decode=decode)
+                 decode=decode, key_value=key_value)
     if not sow:
       return result
     out, weights = result
@@ -188,7 +194,8 @@ class DecoderBlock(_Sublayers):
   @nn.compact
   def __call__(self, x: jax.Array, enc_outputs: jax.Array, *,
                self_mask: jax.Array | None = None, cross_mask: jax.Array | None = None,
-               deterministic: bool = True, decode: bool = False) -> jax.Array:
+               deterministic: bool = True, decode: bool = False,
+               cross_key_value: tuple[jax.Array, jax.Array] | None = None) -> jax.Array:
     """Decodes x given the encoder outputs.
 
     Args:
@@ -199,10 +206,16 @@ class DecoderBlock(_Sublayers):
       cross_mask: bool broadcastable to (B, H, T, S), normally source key padding (B, 1, 1, S).
       deterministic: False applies dropout.
       decode: use and update the self-attention's key/value cache (see MultiHeadAttention).
+      cross_key_value: the cross-attention's keys and values of enc_outputs from
+        `project_source` (each (B, S, Hkv, Dh)), so that a decoding step does not project the same
+        encoder outputs again; None projects them here.
 
     Returns:
       (B, T, D) in `dtype`.
     """
+    if x is _PROJECT_SOURCE:
+      _check_block_input(enc_outputs, "enc_outputs")
+      return self._mha("cross_attention").project_key_value(jnp.asarray(enc_outputs, self.dtype))
     _check_block_input(x, "x")
     _check_block_input(enc_outputs, "enc_outputs")
     checks.equal_dim(x, "x", 0, enc_outputs, "enc_outputs", 0)
@@ -214,10 +227,15 @@ class DecoderBlock(_Sublayers):
     attend_self = lambda h: self._attention("self_attention", h, None, self_mask, deterministic,
                                             decode)
     attend_source = lambda h: self._attention("cross_attention", h, enc_outputs, cross_mask,
-                                              deterministic)
+                                              deterministic, key_value=cross_key_value)
     x = self._residual("self_attention", x, attend_self, deterministic)
     x = self._residual("cross_attention", x, attend_source, deterministic)
     return self._residual("ffn", x, lambda h: self._ffn(h, deterministic), deterministic)
+
+  def project_source(self, enc_outputs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The cross-attention's keys and values of float enc_outputs (B, S, D): (key, value), each
+    (B, S, Hkv, Dh), for `cross_key_value`."""
+    return self(_PROJECT_SOURCE, enc_outputs)
 
 
 class TransformerEncoder(_Sublayers):
@@ -243,13 +261,28 @@ class TransformerDecoder(_Sublayers):
   @nn.compact
   def __call__(self, x: jax.Array, enc_outputs: jax.Array, *,
                self_mask: jax.Array | None = None, cross_mask: jax.Array | None = None,
-               deterministic: bool = True, decode: bool = False) -> jax.Array:
-    """x (B, T, D), enc_outputs (B, S, D) -> (B, T, D); arguments as in DecoderBlock."""
-    for i in range(self.num_layers):
-      x = DecoderBlock(**self._sublayer_fields(), name=f"layers_{i}")(
-          x, enc_outputs, self_mask=self_mask, cross_mask=cross_mask,
-          deterministic=deterministic, decode=decode)
+               deterministic: bool = True, decode: bool = False,
+               cross_key_values: Sequence[tuple[jax.Array, jax.Array]] | None = None
+               ) -> jax.Array:
+    """x (B, T, D), enc_outputs (B, S, D) -> (B, T, D); arguments as in DecoderBlock, with
+    `cross_key_values` one layer's cross_key_value per layer (from `project_sources`)."""
+    blocks = [DecoderBlock(**self._sublayer_fields(), name=f"layers_{i}")
+              for i in range(self.num_layers)]
+    if x is _PROJECT_SOURCE:
+      return tuple(block.project_source(enc_outputs) for block in blocks)
+    if cross_key_values is not None and len(cross_key_values) != self.num_layers:
+      raise ValueError(f"cross_key_values: expected one (key, value) per layer ({self.num_layers}),"
+                       f" got {len(cross_key_values)}")
+    for i, block in enumerate(blocks):
+      x = block(x, enc_outputs, self_mask=self_mask, cross_mask=cross_mask,
+                deterministic=deterministic, decode=decode,
+                cross_key_value=None if cross_key_values is None else cross_key_values[i])
     return self._layer_norm("final_norm")(x) if self.normalize_before else x
+
+  def project_sources(self, enc_outputs: jax.Array) -> tuple[tuple[jax.Array, jax.Array], ...]:
+    """Every layer's cross-attention keys and values of enc_outputs (B, S, D), for
+    `cross_key_values`: one (key, value) per layer, each (B, S, Hkv, Dh)."""
+    return self(_PROJECT_SOURCE, enc_outputs)
 
 
 class Transformer(_Sublayers):
@@ -365,7 +398,9 @@ class Transformer(_Sublayers):
       max_len: the most target positions that will be decoded.
 
     Returns:
-      state: {'enc_outputs' (N, S, D), 'src_valid_lens' int32 (N,), 'cache' (each layer's
+      state: {'enc_outputs' (N, S, D), 'src_valid_lens' int32 (N,), 'cross_key_values' (each
+      decoder layer's cross-attention keys and values of enc_outputs, projected once here rather
+      than at every step: ((N, S, Hkv, Dh), (N, S, Hkv, Dh)) per layer), 'cache' (each layer's
       cached_key/cached_value (N, max_len, Hkv, Dh) and cache_index ()), 'position' int32 ()}.
       Rank-0 leaves are shared by all rows, as the decoding contract requires.
     """
@@ -379,8 +414,11 @@ class Transformer(_Sublayers):
         lambda x, enc: decoder.init(jax.random.key(0), x, enc, decode=True)["cache"],
         targets, enc_outputs)
     cache = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    cross_key_values = decoder.apply({"params": self.decoder.variables["params"]}, enc_outputs,
+                                     method=TransformerDecoder.project_sources)
     return {"enc_outputs": enc_outputs, "src_valid_lens": jnp.asarray(src_valid_lens, jnp.int32),
-            "cache": cache, "position": jnp.array(0, jnp.int32)}
+            "cross_key_values": cross_key_values, "cache": cache,
+            "position": jnp.array(0, jnp.int32)}
 
   def prefill(self, state: PyTree, tokens: jax.Array) -> tuple[jax.Array, PyTree]:
     """Appends T >= 1 target tokens to the decoding state (a prompt of any length, or one step).
@@ -398,7 +436,8 @@ class Transformer(_Sublayers):
     decoder = self.decoder.clone(parent=None)
     hidden, updated = decoder.apply(
         {"params": self.decoder.variables["params"], "cache": state["cache"]}, x, enc_outputs,
-        cross_mask=cross, decode=True, mutable=["cache"])
+        cross_mask=cross, decode=True, cross_key_values=state.get("cross_key_values"),
+        mutable=["cache"])
     new_state = dict(state, cache=updated["cache"], position=state["position"] + tokens.shape[1])
     return self._logits(hidden), new_state
 

@@ -14,6 +14,7 @@ of the decoding benchmark return the same beams.
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +24,10 @@ import pytest
 from benchmarks import common
 from benchmarks import decoding
 from benchmarks import models
+from benchmarks import report
+from benchmarks import training
 from benchmarks import translation_runs
+from experiments.couplet import configs as couplet_configs
 from experiments.translation import configs
 
 B, S, T, V, D, HEADS, FFN = 3, 5, 7, 11, 12, 4, 10
@@ -190,6 +194,11 @@ def test_the_decoding_suite_times_greedy_and_beam_and_renders_old_results():
   for row in suite["rows"]:
     assert row["same_tokens"] and row["cached"]["seconds"] > 0 and row["speedup"] > 0
     assert row["cached"]["ms_per_step"] == pytest.approx(1e3 * row["cached"]["seconds"] / 8)
+    if training.torch_available():  # the PyTorch twin; CI, without torch, checks its absence
+      assert row["torch"]["same_tokens"], row["torch"]
+      assert row["torch"]["reference"] in decoding.TORCH_VARIANTS and row["torch"]["speedup"] > 0
+    else:
+      assert "torch" not in row and "torch_cached" not in row
   text = decoding.markdown(suite)
   assert "| greedy | 8 |" in text and "| beam 2 | 8 |" in text
   # The result benchmarks/results/cpu.json held before greedy and 128 tokens were measured.
@@ -204,6 +213,106 @@ def test_the_decoding_suite_times_greedy_and_beam_and_renders_old_results():
          "same_tokens": True, "size": {"beam": 4, "max_len": 24, "model": model, "sentences": 8}}
   text = decoding.markdown(old)
   assert "| `cached` | 5,928 | 1.35 | 1.80x |" in text and "beam 4, max_len 24" in text
+
+
+def _decoding_row(search, **torch_fields):
+  """A row of the decoding suite (cached 10 ms, recompute 50 ms) with the given PyTorch fields."""
+  timed = lambda seconds: dict(seconds=seconds, error=None, sentences_per_s=8 / seconds,
+                               ms_per_step=1e3 * seconds / 24)
+  return dict(search=search, max_len=24, same_tokens=True, max_score_gap=1.5e-5, mean_length=24.0,
+              cached=timed(0.01), recompute=timed(0.05), speedup=5.0,
+              **{k: timed(v) if k in decoding.TORCH_VARIANTS and isinstance(v, float) else v
+                 for k, v in torch_fields.items()})
+
+
+def test_decoding_markdown_with_and_without_the_pytorch_twin():
+  model = dict(batch=64, ffn=1024, heads=8, layers=2, src_len=24, tgt_len=24, vocab=8000,
+               width=256)
+  size = {"beam": 4, "lengths": [24], "model": model, "sentences": 8}
+  not_timed = "not timed: decodes other tokens than zoo's cached search (1 of 32 outputs differ)"
+  disagreeing = dict(seconds=None, error=not_timed, sentences_per_s=None, ms_per_step=None)
+  rows = [
+      _decoding_row("greedy", torch_cached=0.03, torch_cached_1thread=0.02,
+                    torch=dict(same_tokens=True, max_score_gap=2e-5, error=None,
+                               reference="torch_cached_1thread", speedup=2.0)),
+      _decoding_row("beam", torch_cached=disagreeing, torch_cached_1thread=disagreeing,
+                    torch=dict(same_tokens=False, max_score_gap=0.5, error=not_timed,
+                               reference=None, speedup=None))]
+  # Two rounds in a row (python -m benchmarks --rounds 2): every round's ratio is shown.
+  second = dict(rows[0], torch=dict(rows[0]["torch"], speedup=1.8))
+  text = decoding.markdown(report.merge_rounds([
+      dict(size=size, reference="recompute", rows=rows),
+      dict(size=size, reference="recompute", rows=[second, rows[1]])]))
+  assert ("| PyTorch cached ms / batch | JAX cached vs PyTorch cached | PyTorch same tokens | "
+          "PyTorch score gap |") in text
+  assert ("| greedy | 24 | 24.0 | 10 | 50 | 0.417 | 2.08 | 5.00x | yes | 1.5e-05 | "
+          "20 (1 thread) | 2.00x / 1.80x | yes | 2.0e-05 |") in text
+  assert f"| beam 4 | 24 | 24.0 | 10 | 50 | 0.417 | 2.08 | 5.00x | yes | 1.5e-05 | " \
+      f"{not_timed} | n/a | NO | 5.0e-01 |" in text
+  # Rows measured without torch (or before the twin): the old table, and a row among twins: n/a.
+  old = decoding.markdown(dict(size=size, reference="recompute", rows=[_decoding_row("greedy")]))
+  assert "PyTorch cached" not in old and "No PyTorch columns" in old
+  assert "| greedy | 24 | 24.0 | 10 | 50 | 0.417 | 2.08 | 5.00x | yes | 1.5e-05 |\n" in (
+      old + "\n")
+  mixed = decoding.markdown(dict(size=size, reference="recompute",
+                                 rows=[_decoding_row("greedy"), rows[0]]))
+  assert "| 5.00x | yes | 1.5e-05 | n/a | n/a | n/a | n/a |" in mixed
+
+
+def test_the_decoding_suite_times_only_a_twin_that_decodes_zoos_tokens(monkeypatch):
+  """_compare with stand-ins for the PyTorch runs (no torch needed): an agreeing twin is timed
+  with its faster variant as the reference; one that decodes other tokens, or fails, is not."""
+  size = decoding.DecodingSize(sentences=B, beam=2, lengths=(6,), model=models.TransformerSize(
+      batch=B, src_len=S, tgt_len=6, vocab=13, width=8, heads=2, ffn=10, layers=1))
+  batch = models.translation_inputs(size.model, seed=3)
+  model = decoding.build_model(size.model, max_len=6)
+  src, src_lens = jnp.asarray(batch["src"]), jnp.asarray(batch["src_lens"])
+  params = _random_params(model, src, jnp.asarray(batch["tgt_in"]), src_lens, scale=1.0, seed=5)
+  cached, _ = decoding.translators(model, size.beam, 6, "greedy")
+  want = jax.tree.map(np.asarray, cached(params, src, src_lens))
+  other = want._replace(tokens=want.tokens.copy())
+  other.tokens[1, 0] += 1
+  calls = {"slow": 0, "fast": 0}
+
+  def twin(name, out, seconds=0.0):
+    def run():
+      calls[name] = calls.get(name, 0) + 1
+      time.sleep(seconds)
+      return out
+    return run
+
+  def compare(runs):
+    monkeypatch.setattr(decoding, "_torch_runs", lambda *args: runs)
+    return decoding._compare(model, params, src, src_lens, size, "greedy", 6, common.QUICK,
+                             twin=object())
+
+  row = compare({"torch_cached": twin("slow", want, 0.01),
+                 "torch_cached_1thread": twin("fast", want)})
+  assert row["torch"] == dict(same_tokens=True, max_score_gap=0.0, error=None,
+                              reference="torch_cached_1thread", speedup=pytest.approx(
+                                  row["torch_cached_1thread"]["seconds"]
+                                  / row["cached"]["seconds"]))
+  assert calls["slow"] > 1 and calls["fast"] > 1 and row["torch_cached"]["seconds"] >= 0.01
+
+  calls.clear()
+  row = compare({"torch_cached": twin("slow", other), "torch_cached_1thread": twin("fast", other)})
+  assert calls == {"slow": 1}  # the check only
+  assert not row["torch"]["same_tokens"] and row["torch"]["max_score_gap"] >= 0
+  for name in decoding.TORCH_VARIANTS:
+    assert row[name]["seconds"] is None
+    assert row[name]["error"].startswith("not timed: decodes other tokens than zoo's cached search "
+                                         "(1 of 3 outputs differ")
+  assert row["torch"]["reference"] is None and row["torch"]["speedup"] is None
+  assert row["cached"]["seconds"] > 0
+
+  def broken():
+    raise RuntimeError("no kernel\nmore detail")
+  row = compare({"torch_cached": broken})
+  assert row["torch_cached"]["error"] == "not timed: RuntimeError: no kernel"
+  assert "torch_cached_1thread" not in row
+
+  monkeypatch.setattr(training, "torch_available", lambda: False)
+  assert decoding.torch_twin(size.model, 6, params, batch) is None
 
 
 def _numpy_zoo_transformer(state, src, src_lens, tgt, encoder_layers, decoder_layers):
@@ -231,7 +340,8 @@ def _numpy_zoo_transformer(state, src, src_lens, tgt, encoder_layers, decoder_la
     y = y + _attention(state, f"{p}.self_attention", h, h, causal)
     y = y + attend(f"{p}.cross_attention", y, x, key_mask)
     y = y + ffn(f"{p}.ffn", norm(f"{p}.ffn_norm", y))
-  return _linear(state, "output", norm("decoder.final_norm", y))
+  y = norm("decoder.final_norm", y)
+  return _linear(state, "output", y) if "output.weight" in state else y @ state["tgt_embed.weight"].T
 
 
 def test_zoo_transformer_state_dict_computes_the_translation_runs_model():
@@ -251,6 +361,41 @@ def test_zoo_transformer_state_dict_computes_the_translation_runs_model():
   got = jax.jit(model.apply)({"params": params}, *inputs)
   np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
   assert np.abs(want).max() > 1
+
+
+def test_zoo_transformer_state_dict_computes_the_couplet_runs_model():
+  """One table for both sides that is also the output layer (share_embeddings, tie_output)."""
+  config = couplet_configs.transformer_cpu().model
+  assert config.share_embeddings and config.tie_output and config.normalize_before
+  config = dataclasses.replace(config, model_dim=D, num_heads=HEADS, ffn_hidden=FFN,
+                               num_encoder_layers=1, num_decoder_layers=2, dropout_rate=0.0)
+  size = translation_runs.RunBatch(batch=B, src_len=S, tgt_len=T, vocab=V)
+  batch = models.translation_inputs(size, seed=5)
+  model = translation_runs.RunModel(config.build(V, V, jnp.float32, jnp.float32))
+  inputs = (batch["src"], batch["src_lens"], batch["tgt_in"])
+  params = _random_params(model, *inputs, scale=0.3, seed=7)
+  assert "tgt_embed" not in params and "output" not in params
+  state = models.zoo_transformer_to_torch(params)
+  assert state["tgt_embed.weight"] is state["src_embed.weight"]
+  # both embedding keys, two final norms; encoder blocks 8 + 2 + 4 + 2, decoder blocks 8 more + 2
+  assert len(state) == 2 + 2 * 2 + 1 * 16 + 2 * 26
+  want = _numpy_zoo_transformer(state, *inputs, encoder_layers=1, decoder_layers=2)
+  got = jax.jit(model.apply)({"params": params}, *inputs)
+  np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
+  assert np.abs(want).max() > 1
+
+
+def test_zoo_transformer_state_dict_refuses_a_half_shared_model():
+  config = dataclasses.replace(configs.transformer_cpu().model, model_dim=D, num_heads=HEADS,
+                               ffn_hidden=FFN, num_encoder_layers=1, num_decoder_layers=1,
+                               dropout_rate=0.0, share_embeddings=False, tie_output=True)
+  size = translation_runs.RunBatch(batch=B, src_len=S, tgt_len=T, vocab=V)
+  batch = models.translation_inputs(size, seed=5)
+  model = translation_runs.RunModel(config.build(V, V, jnp.float32, jnp.float32))
+  params = _random_params(model, batch["src"], batch["src_lens"], batch["tgt_in"], scale=0.3,
+                          seed=7)
+  with pytest.raises(ValueError, match="share_embeddings=True and tie_output=True"):
+    models.zoo_transformer_to_torch(params)
 
 
 def _lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
@@ -314,11 +459,17 @@ def test_bahdanau_state_dict_computes_the_translation_runs_model():
 
 def test_translation_runs_suite_times_the_named_runs_models():
   settings = common.Settings()
-  for name in translation_runs.RUNS:
+  assert translation_runs.RUNS == ("transformer_cpu", "bahdanau_cpu", "couplet_transformer_cpu")
+  for name in translation_runs.RUNS[:2]:
     run = configs.CONFIGS[name]()
     assert translation_runs.model_config(name, settings) == dataclasses.replace(run.model,
                                                                                dropout_rate=0.0)
     assert translation_runs.run_batch(name, settings) == translation_runs.RunBatch(
         batch=128, src_len=24, tgt_len=24, vocab=8000)
+  couplet = couplet_configs.transformer_cpu()
+  assert translation_runs.model_config("couplet_transformer_cpu", settings) == (
+      dataclasses.replace(couplet.model, dropout_rate=0.0))
+  assert translation_runs.run_batch("couplet_transformer_cpu", settings) == (
+      translation_runs.RunBatch(batch=128, src_len=33, tgt_len=33, vocab=5386))
   quick = common.Settings(quick=True)
   assert translation_runs.model_config("bahdanau_cpu", quick).hidden_size == 16

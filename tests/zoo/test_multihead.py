@@ -570,3 +570,41 @@ def test_bfloat16_compute_float32_params_and_empty_rows_finite(implementation):
   chex.assert_tree_all_finite(out)
   np.testing.assert_allclose(np.asarray(out, np.float32), expected, atol=0.06)
   chex.assert_tree_all_finite(grads)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_projected_key_value_give_exactly_the_inputs_kv_result(implementation):
+  inputs_q = _self_attention_case(21, 5)  # (B, 5, D)
+  inputs_kv = jnp.asarray(np.random.default_rng(22).normal(size=(B, 9, D)), jnp.float32)
+  valid_lens = jnp.array([9, 2, 6])
+  mha = zoo.MultiHeadAttention(num_heads=4, num_kv_heads=2, implementation=implementation)
+  variables = random_variables(mha, inputs_q, inputs_kv)
+
+  @jax.jit
+  def both(variables):
+    expected = mha.apply(variables, inputs_q, inputs_kv, valid_lens=valid_lens)
+    key_value = mha.apply(variables, inputs_kv, method=zoo.MultiHeadAttention.project_key_value)
+    got = mha.apply(variables, inputs_q, None, valid_lens=valid_lens, key_value=key_value)
+    return expected, got, key_value
+
+  expected, got, (key, value) = both(variables)
+  p = variables["params"]
+  np.testing.assert_allclose(key, np.einsum("bkd,dhe->bkhe", inputs_kv, p["key"]["kernel"])
+                             + p["key"]["bias"], rtol=1e-5, atol=1e-5)
+  assert key.shape == value.shape == (B, 9, 2, D // 4)
+  np.testing.assert_array_equal(got, expected)
+
+
+def test_projected_key_value_refuse_decoding_and_wrong_shapes():
+  inputs_q = _self_attention_case(23, 4)
+  mha = zoo.MultiHeadAttention(num_heads=4, num_kv_heads=2)
+  variables = random_variables(mha, inputs_q)
+  key_value = mha.apply(variables, inputs_q, method=zoo.MultiHeadAttention.project_key_value)
+  with pytest.raises(ValueError, match="with decode=True the keys are the self-attention cache"):
+    mha.apply(variables, inputs_q, key_value=key_value, decode=True)
+  with pytest.raises(ValueError, match=r"key_value\[0\] \(key\): expected shape \(B, K, Hkv, Dh\)"):
+    mha.apply(variables, inputs_q, key_value=(key_value[0][:, :, :1], key_value[1]))
+  with pytest.raises(ValueError, match="expected \\(key, value\\) from project_key_value"):
+    mha.apply(variables, inputs_q, key_value=key_value[0])
+  with pytest.raises(ValueError, match="differ in shape"):
+    mha.apply(variables, inputs_q, key_value=(key_value[0], key_value[1][:, :3]))

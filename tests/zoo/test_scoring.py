@@ -187,3 +187,19 @@ def test_additive_score_from_projections_and_the_module_s_two_step_path():
                              score.apply(variables, q, k), rtol=1e-5, atol=1e-6)
   with pytest.raises(ValueError, match=r"q_hidden.shape\[-1\] = 3 but k_hidden.shape\[-1\] = 4"):
     zoo.additive_score_projected(q[0], k[0], v)
+
+
+def test_projected_additive_score_recomputes_its_features_with_the_same_gradients():
+  q_hidden, k_hidden, v = rand(31, 3, 11), rand(32, 7, 11), rand(33, 11)
+  cotangent = rand(34, 3, 7)
+  plain = lambda q, k, w: jnp.tanh(q[:, None, :] + k[None, :, :]) @ w  # kept features
+  loss = lambda f: lambda q, k, w: jnp.sum(f(q, k, w) * cotangent)
+  want = jax.jit(jax.grad(loss(plain), argnums=(0, 1, 2)))(q_hidden, k_hidden, v)
+  got = jax.jit(jax.grad(loss(scoring.additive_score_projected), argnums=(0, 1, 2)))(
+      q_hidden, k_hidden, v)
+  for g, w in zip(got, want):
+    np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+  # The backward pass keeps no (Q, K, A) array: it recomputes tanh from the projections.
+  jaxpr = jax.make_jaxpr(jax.grad(loss(scoring.additive_score_projected)))(q_hidden, k_hidden, v)
+  assert "remat" in str(jaxpr) or "checkpoint" in str(jaxpr)
+  assert str(jaxpr).count("tanh") == 2  # forward, and again in the backward

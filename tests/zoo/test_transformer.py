@@ -3,6 +3,7 @@ import functools
 import chex
 import flax.linen as nn
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -157,6 +158,46 @@ def test_cached_decoding_equals_full_forward(normalize_before, implementation, n
   cache = state["cache"][f"layers_{layers - 1}"]["self_attention"]
   assert cache["cached_key"].shape == (B, T, num_kv_heads or H, D // H)
   assert int(cache["cache_index"]) == T
+
+
+def _dot_count(jaxpr) -> int:
+  """dot_general equations in a jaxpr and its sub-jaxprs."""
+  count = 0
+  for eqn in jaxpr.eqns:
+    count += eqn.primitive.name == "dot_general"
+    for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+      count += _dot_count(sub)
+  return count
+
+
+@pytest.mark.parametrize("normalize_before,num_kv_heads", [(False, None), (True, 2)])
+def test_decode_state_projects_the_encoder_outputs_once(normalize_before, num_kv_heads):
+  src, tgt, lens = _batch(seed=8)
+  layers = 2
+  model = _model(normalize_before=normalize_before, num_kv_heads=num_kv_heads,
+                 num_decoder_layers=layers)
+  variables = _params(model, src, tgt, lens)
+  state = jax.jit(lambda v: model.apply(v, src, lens, max_len=T,
+                                        method=Transformer.init_decode_state))(variables)
+  kv_heads = num_kv_heads or H
+  assert len(state["cross_key_values"]) == layers
+  p = variables["params"]["decoder"]
+  for i, (key, value) in enumerate(state["cross_key_values"]):
+    assert key.shape == value.shape == (B, S, kv_heads, D // H)
+    w = p[f"layers_{i}"]["cross_attention"]["value"]
+    np.testing.assert_allclose(value, np.einsum("bsd,dhe->bshe", state["enc_outputs"], w["kernel"])
+                               + w["bias"], rtol=1e-5, atol=1e-5)
+  step = lambda v, s, t: model.apply(v, s, t, method=Transformer.decode_step)
+  unprojected = {k: v for k, v in state.items() if k != "cross_key_values"}
+  tokens = tgt[:, 0]
+  logits, new_state = jax.jit(step)(variables, state, tokens)
+  logits_again, _ = jax.jit(step)(variables, unprojected, tokens)
+  np.testing.assert_array_equal(logits, logits_again)
+  assert jax.tree.structure(new_state) == jax.tree.structure(state)
+  # A step with the projections in the state runs two matmuls fewer per layer (W_k, W_v).
+  with_state = _dot_count(jax.make_jaxpr(step)(variables, state, tokens).jaxpr)
+  without = _dot_count(jax.make_jaxpr(step)(variables, unprojected, tokens).jaxpr)
+  assert without - with_state == 2 * layers
 
 
 def test_cross_attention_weights_are_sown():
