@@ -1,6 +1,6 @@
 """Time to prepare each dataset at full size (raw archive -> array_record), with count checks.
 
-    python benchmarks/bench_prepare.py --source ../shared/data [--names imdb fra_eng couplet]
+    python benchmarks/bench_prepare.py --source ../shared/data [--names imdb fra_eng couplet ...]
         [--json runs/benchmarks/bench_prepare.json] [--data-dir DIR]
 
 For each dataset, one at a time (the machine is shared), in a fresh data dir:
@@ -12,7 +12,7 @@ Each is run once (a full prepare takes up to minutes); `prepare / raw read` is t
 stays meaningful when the shared machine's load changes, and the CPU seconds of the prepare
 (process time, all threads) move much less with the load than its wall time. Afterwards the counts are checked against
 ../shared/data/README.md and the splits are checked to be disjoint by English sentence / upper line
-on the prepared data. Writes a JSON file and prints a markdown table.
+/ question pair on the prepared data. Writes a JSON file and prints a markdown table.
 """
 
 from __future__ import annotations
@@ -34,14 +34,25 @@ sys.path.insert(0, str(REPO))
 
 from pipelines import datasets, sources  # noqa: E402
 from pipelines.builders import _common  # noqa: E402
+from pipelines.builders import question_pairs  # noqa: E402
 
-# From ../shared/data/README.md.
+# From ../shared/data/README.md. question_pairs: AFQMC's labelled train.json pairs, carved into
+# train / validation / test, and its test.json pairs, the 'unlabelled' split.
 EXPECTED = {
     "imdb": {"train": 25_000, "test": 25_000, "unsupervised": 50_000},
     "fra_eng": {"total": 162_810},
     "couplet": {"total": 702_204},
+    "question_pairs": {"labelled": 34_334, "unlabelled": 3_861},
 }
-GROUP_FIELD = {"fra_eng": "en", "couplet": "upper"}
+_text = lambda record, field: record[field].decode("utf-8")
+# The key that must not appear in two splits (the builders' grouping), and the splits it covers.
+GROUP_KEY = {
+    "fra_eng": (lambda r: _common.group_key(_text(r, "en")), ("train", "validation", "test")),
+    "couplet": (lambda r: _common.group_key(_text(r, "upper")), ("train", "validation", "test")),
+    "question_pairs": (lambda r: question_pairs.pair_key(_text(r, "sentence1"),
+                                                         _text(r, "sentence2")),
+                       ("train", "validation", "test")),
+}
 
 
 def machine() -> dict:
@@ -60,25 +71,33 @@ def check(name: str, report: datasets.PrepareReport, data_dir: Path) -> list[str
   """Compares the counts with the README and checks the grouping; returns the problems found."""
   problems = []
   expected = EXPECTED[name]
+  dropped = sum(report.skipped.values())
   if "total" in expected:
-    dropped = sum(report.skipped.values())
     total = sum(report.splits.values())
     if total + dropped != expected["total"]:
       problems.append(f"{total:,} kept + {dropped:,} skipped != {expected['total']:,}")
+  elif "labelled" in expected:
+    labelled = sum(n for split, n in report.splits.items() if split != "unlabelled")
+    if labelled + dropped != expected["labelled"]:
+      problems.append(f"{labelled:,} labelled kept + {dropped:,} skipped != "
+                      f"{expected['labelled']:,}")
+    if report.splits.get("unlabelled") != expected["unlabelled"]:
+      problems.append(f"unlabelled {report.splits.get('unlabelled')} != "
+                      f"{expected['unlabelled']:,}")
   elif report.splits != expected:
     problems.append(f"splits {report.splits} != {expected}")
-  if name in GROUP_FIELD:
-    field, seen = GROUP_FIELD[name], {}
+  if name in GROUP_KEY:
+    key, split_names = GROUP_KEY[name]
     b = datasets.builder(name, data_dir=data_dir, full=True)
-    for split in datasets.SPLITS[name]:
+    seen = {}
+    for split in split_names:
       ds = b.as_data_source(split)
-      records = ds.__getitems__(list(range(len(ds))))
-      seen[split] = {_common.group_key(r[field].decode("utf-8")) for r in records}
+      seen[split] = {key(r) for r in ds.__getitems__(list(range(len(ds))))}
     for i, a in enumerate(seen):
       for b_split in list(seen)[i + 1:]:
         shared = len(seen[a] & seen[b_split])
         if shared:
-          problems.append(f"{shared} {field} keys in both {a} and {b_split}")
+          problems.append(f"{shared} grouping keys in both {a} and {b_split}")
   return problems
 
 

@@ -247,8 +247,7 @@ def markdown(results: dict[str, Any], command: str, note: str = "") -> str:
   setting = (
       f"Machine: {machine['cpu']} (`lscpu` model name), {machine['cores']} cores, CPU only (JAX "
       f"{machine['jax']}); {machine['date']}. Load average (1, 5, 15 min) {before} before and "
-      f"{after} after the measurement: other work shared the cores, so the absolute times are "
-      "pessimistic for an idle machine.")
+      f"{after} after the measurement (the server, the client and Chromium share the cores).")
   method = (
       "Each figure: POST /api/runs/{id}/answer to the explorer's server (uvicorn on 127.0.0.1) "
       "from a plain HTTP client, the response's JSON read back, with the weights as float32 "

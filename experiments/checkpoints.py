@@ -326,6 +326,9 @@ def _cause(error: BaseException) -> str:
   text = str(error)
   code = re.search(r"os_error_code='?(\d+)", text)
   if code is None:
+    if isinstance(error, OSError) and error.errno:  # a write of Python's own (metadata files)
+      where = f" writing {error.filename}" if error.filename else ""
+      return f"{os.strerror(error.errno)} (errno {error.errno}){where}"
     return _first_line(error)
   number = int(code.group(1))
   path = re.search(r'Failed writing: "([^"]+)"', text) or re.search(r'"(/[^"]+)"', text)

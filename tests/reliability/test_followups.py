@@ -17,6 +17,7 @@ import sys
 import numpy as np
 import pytest
 
+from experiments import checkpoints
 from experiments.checkpoints import Checkpoints
 from pipelines import datasets
 from pipelines import tasks
@@ -124,3 +125,17 @@ def test_tensorboard_logging_does_not_import_torch(tmp_path):
   report = json.loads(done.stdout.splitlines()[-1])
   assert report == {"imported": False, "stand_in": True, "scalars": [
       [3, "train/accuracy", 0.5], [3, "train/loss", 0.25], [5, "dev/loss", 0.125]]}
+
+
+def test_a_failed_saves_cause_names_the_os_error_and_its_file():
+  cause = checkpoints._cause  # pylint: disable=protected-access
+  # TensorStore's long message, reduced to the file and the operating system's error.
+  store = RuntimeError('INTERNAL: Error writing local file "/w/checkpoints/5/x": '
+                       "[OS error: File too large] [os_error_code=27] "
+                       'Failed writing: "/w/checkpoints/5/x"')
+  assert cause(store) == "File too large (errno 27) writing /w/checkpoints/5/x"
+  # A write of Python's own: the OSError's number, and its file when it carries one.
+  assert cause(OSError(27, "File too large", "/w/m.json")) == (
+      "File too large (errno 27) writing /w/m.json")
+  assert cause(OSError(27, "File too large")) == "File too large (errno 27)"
+  assert cause(ValueError("bad\nmore")) == "bad"
