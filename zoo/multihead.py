@@ -349,8 +349,7 @@ class MultiHeadAttention(nn.Module):
 
     query = self._projection("query", heads, head_dim)(inputs_q)  # (B, Q, H, Dh)
     if key_value is None:
-      key = self._projection("key", kv_heads, head_dim)(inputs_kv)  # (B, K, Hkv, Dh)
-      value = self._projection("value", kv_heads, head_dim)(inputs_kv)  # (B, K, Hkv, Dh)
+      key, value = self._key_value(inputs_kv, kv_heads, head_dim)  # each (B, K, Hkv, Dh)
     cache_mask = None
     if decode:
       key, value, cache_mask = self._cached(key, value)  # (B, max_len, Hkv, Dh), (1, 1, Q, max_len)
@@ -389,8 +388,13 @@ class MultiHeadAttention(nn.Module):
     checks.rank(inputs_kv, 3, "inputs_kv")
     checks.floating(inputs_kv, "inputs_kv")
     _, kv_heads, head_dim = self._check_config(inputs_kv.shape[-1])
-    return (self._projection("key", kv_heads, head_dim)(inputs_kv),  # (B, K, Hkv, Dh)
-            self._projection("value", kv_heads, head_dim)(inputs_kv))  # (B, K, Hkv, Dh)
+    return self._key_value(inputs_kv, kv_heads, head_dim)
+
+  def _key_value(self, inputs_kv: jax.Array, kv_heads: int,
+                 head_dim: int) -> tuple[jax.Array, jax.Array]:
+    """The key and value projections of inputs_kv (B, K, Dkv): each (B, K, Hkv, Dh)."""
+    return (self._projection("key", kv_heads, head_dim)(inputs_kv),
+            self._projection("value", kv_heads, head_dim)(inputs_kv))
 
   @staticmethod
   def _check_key_value(key_value, batch: int, kv_heads: int,
