@@ -17,7 +17,10 @@ drawn over its vocabulary on both sides (8,000 pieces; the 5,386 characters of t
 data), lengths uniform between half the width and the width. Both frameworks run without dropout
 and with plain cross-entropy (the runs train with dropout 0.1, and translation's transformer_cpu
 with label smoothing 0.1), so that they compute one function. The ratio is PyTorch's time over
-JAX's (the faster of its thread settings): above 1, JAX is faster.
+JAX's (the faster of its thread settings): above 1, JAX is faster. The Transformers train with
+the output layer inside the loss (`model.fused_loss`, experiments/seq2seq/fused_loss.py), as the
+named runs do since 2026-11-27; 'jax_whole_logits' is the same step computing the logits whole
+(`loss.sequence_loss`'s path, the runs before), timed beside it.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from benchmarks import common
 from benchmarks import models
 from benchmarks import training
 from experiments.couplet import configs as couplet_configs
+from experiments.seq2seq import fused_loss
 from experiments.translation import configs
 
 RUNS = ("transformer_cpu", "bahdanau_cpu", "couplet_transformer_cpu")
@@ -80,8 +84,10 @@ def model_config(name: str, settings: common.Settings) -> Any:
 @dataclasses.dataclass(frozen=True)
 class RunModel:
   """A named run's experiments.seq2seq translator seen as a flax module (`init`, `apply` ->
-  teacher-forced logits), as the training benchmark calls its models."""
+  teacher-forced logits), as the training benchmark calls its models; `fused`: its loss applies
+  the output layer itself (run_loss)."""
   translator: Any
+  fused: bool = False
 
   def init(self, rng: jax.Array, src: jax.Array, src_lens: jax.Array, tgt_in: jax.Array):
     return {"params": self.translator.init(rng, src, src_lens, tgt_in)}
@@ -89,6 +95,21 @@ class RunModel:
   def apply(self, variables: dict[str, Any], src: jax.Array, src_lens: jax.Array,
             tgt_in: jax.Array) -> jax.Array:
     return self.translator.logits(variables["params"], src, src_lens, tgt_in)
+
+
+def run_loss(model: RunModel) -> Callable:
+  """The benchmark's loss (plain cross-entropy, the mean over real target tokens) of a RunModel:
+  through fused_loss.fused_sequence_loss when `model.fused`, else training.transformer_loss."""
+  if not model.fused:
+    return training.transformer_loss(model)
+
+  def loss(params, batch):
+    hidden, kernel, bias = model.translator.hidden_and_output_layer(
+        params, batch["src"], batch["src_lens"], batch["tgt_in"])
+    ones = jnp.ones(batch["tgt_in"].shape[:1], jnp.float32)
+    return fused_loss.fused_sequence_loss(hidden, kernel, bias, batch["labels"],
+                                          batch["tgt_lens"], ones)[0]
+  return loss
 
 
 def _torch_twin(name: str, config: Any, vocab: int, max_len: int) -> Callable[[], Any] | None:
@@ -110,14 +131,17 @@ def arguments(name: str, settings: common.Settings) -> dict[str, Any]:
   shape = run_batch(name, settings)
   config = model_config(name, settings)
   batch = models.translation_inputs(shape)
-  model = RunModel(config.build(shape.vocab, shape.vocab, jnp.float32, jnp.float32))
+  translator = config.build(shape.vocab, shape.vocab, jnp.float32, jnp.float32)
+  modules = {"jax": RunModel(translator, fused=getattr(config, "fused_loss", False))}
+  if modules["jax"].fused:
+    modules["jax_whole_logits"] = RunModel(translator)
   to_torch = (models.bahdanau_to_torch if name == "bahdanau_cpu"
               else models.zoo_transformer_to_torch)
   tokens = int(np.sum(batch["src_lens"]) + np.sum(batch["tgt_lens"]))
   sizes = {**dataclasses.asdict(shape),
            **{k: v for k, v in dataclasses.asdict(config).items()
               if k not in ("dropout_rate", "attention_dropout_rate", "label_smoothing")}}
-  return dict(name=name, modules={"jax": model}, jax_loss=training.transformer_loss, batch=batch,
+  return dict(name=name, modules=modules, jax_loss=run_loss, batch=batch,
               inputs=("src", "src_lens", "tgt_in"), to_torch=to_torch,
               make_torch=_torch_twin(name, config, shape.vocab, max(shape.src_len, shape.tgt_len)),
               torch_loss=training.torch_transformer_loss, tokens=tokens, extra=dict(size=sizes))

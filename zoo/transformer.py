@@ -371,18 +371,45 @@ class Transformer(_Sublayers):
     Returns:
       logits (B, T, V).
     """
+    return self._logits(self.decode_hidden(tgt_tokens, enc_outputs, src_valid_lens,
+                                           deterministic=deterministic))
+
+  def decode_hidden(self, tgt_tokens: jax.Array, enc_outputs: jax.Array,
+                    src_valid_lens: jax.Array | None = None, *,
+                    deterministic: bool = True) -> jax.Array:
+    """`decode` without the output layer: the decoder's last states (B, T, D)."""
     x = self._embed(self.tgt_embed, tgt_tokens, 0, deterministic, "tgt_tokens")  # (B, T, D)
     causal = masking.causal_mask(tgt_tokens.shape[1])[None, None]  # (1, 1, T, T)
     cross = self._source_mask(src_valid_lens, enc_outputs, "enc_outputs")  # (B, 1, 1, S)
-    hidden = self.decoder(x, enc_outputs, self_mask=causal, cross_mask=cross,
-                          deterministic=deterministic)
-    return self._logits(hidden)
+    return self.decoder(x, enc_outputs, self_mask=causal, cross_mask=cross,
+                        deterministic=deterministic)
 
   def __call__(self, src_tokens: jax.Array, tgt_tokens: jax.Array,
                src_valid_lens: jax.Array | None = None, *, deterministic: bool = True) -> jax.Array:
     """src_tokens int (B, S), tgt_tokens int (B, T), src_valid_lens (B,) -> logits (B, T, V)."""
     enc_outputs = self.encode(src_tokens, src_valid_lens, deterministic=deterministic)
     return self.decode(tgt_tokens, enc_outputs, src_valid_lens, deterministic=deterministic)
+
+  def hidden_and_output_layer(self, src_tokens: jax.Array, tgt_tokens: jax.Array,
+                              src_valid_lens: jax.Array | None = None, *,
+                              deterministic: bool = True
+                              ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """`__call__` stopped before the output layer, for a loss that applies it itself.
+
+    Returns:
+      (hidden (B, T, D), kernel (D, V), bias (V,) or None): the logits are
+      hidden @ kernel + bias, computed in this module's dtype (with tie_output the kernel is the
+      transposed target embedding and there is no bias).
+    """
+    enc_outputs = self.encode(src_tokens, src_valid_lens, deterministic=deterministic)
+    hidden = self.decode_hidden(tgt_tokens, enc_outputs, src_valid_lens,
+                                deterministic=deterministic)
+    if self.tie_output:
+      return hidden, self.tgt_embed.embedding.T, None
+    if self.is_initializing():
+      self._logits(hidden)  # creates the output layer's parameters
+    layer = self.output.variables["params"]
+    return hidden, layer["kernel"], layer["bias"]
 
   # Incremental decoding (the decoding contract of zoo.search): the decoder's key/value cache is
   # part of `state`, so a step is a pure function of (state, tokens) with the parameters closed

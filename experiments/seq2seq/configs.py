@@ -82,6 +82,11 @@ class TransformerConfig:
       has the same parameters. A run saved before 'auto' became the default keeps the 'vmap' its
       config.json names; one saved before the setting existed ran with 'vmap' (OLD_RUN_VALUES).
     loss_reduction: 'token_mean' or 'sequence_sum' (see the module docstring).
+    fused_loss: training applies the output layer inside the loss, a chunk of positions at a
+      time with their gradients in the same pass (fused_loss.py): the same loss and gradients up
+      to float rounding, without the passes over the whole (B, T, V) logits (docs/BENCHMARKS.md
+      has its ratio). Runs saved before the setting existed computed the logits whole
+      (OLD_RUN_VALUES).
   """
   model_dim: int = 256
   num_heads: int = 8
@@ -96,8 +101,10 @@ class TransformerConfig:
   label_smoothing: float = 0.1
   implementation: Literal["vmap", "fused", "auto"] = "auto"
   loss_reduction: LossReduction = "token_mean"
+  fused_loss: bool = True
 
-  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {"implementation": "vmap", **_OLD_RUN_VALUES}
+  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {"implementation": "vmap", "fused_loss": False,
+                                              **_OLD_RUN_VALUES}
 
   @property
   def shared_vocab(self) -> bool:

@@ -81,6 +81,15 @@ class Translator(abc.ABC):
              rng: jax.Array | None = None) -> jax.Array:
     """Teacher forcing: next-token logits (B, T, V) after each decoder input; dropout if rng."""
 
+  def hidden_and_output_layer(self, params: Params, src: jax.Array, src_len: jax.Array,
+                              tgt_in: jax.Array, rng: jax.Array | None = None
+                              ) -> tuple[jax.Array, jax.Array, jax.Array | None] | None:
+    """`logits` stopped before the output layer: (hidden (B, T, D), kernel (D, V), bias (V,) or
+    None), whose hidden @ kernel + bias are the logits, for a loss that applies the output layer
+    itself (fused_loss.py); None where the model has no such single output layer."""
+    del params, src, src_len, tgt_in, rng
+    return None
+
   @abc.abstractmethod
   def cross_attention(self, params: Params, src: jax.Array, src_len: jax.Array,
                       tgt_in: jax.Array) -> jax.Array:
@@ -155,6 +164,10 @@ class TransformerTranslator(Translator):
   def logits(self, params, src, src_len, tgt_in, rng=None):
     return self.module.apply({"params": params}, src, tgt_in, src_len, deterministic=rng is None,
                              rngs=_dropout_rngs(rng))
+
+  def hidden_and_output_layer(self, params, src, src_len, tgt_in, rng=None):
+    return self.module.apply({"params": params}, src, tgt_in, src_len, deterministic=rng is None,
+                             rngs=_dropout_rngs(rng), method=Transformer.hidden_and_output_layer)
 
   def _sown(self, params, src, src_len, tgt_in) -> dict[str, Any]:
     """The weights every attention sows under teacher forcing ('intermediates')."""

@@ -39,6 +39,7 @@ import numpy as np
 import tqdm
 
 from experiments.seq2seq import decoding
+from experiments.seq2seq.fused_loss import fused_sequence_loss
 from experiments.seq2seq.loss import sequence_loss
 from experiments.task import Batch
 from experiments.task import Metrics
@@ -138,10 +139,19 @@ class Seq2SeqTask(Task):
                            jnp.asarray(batch["tgt_in"]))
 
   def loss(self, params: Any, batch: Batch, rng: jax.Array | None) -> tuple[jax.Array, Metrics]:
-    logits = self.model.logits(params, batch["src"], batch["src_len"], batch["tgt_in"], rng)
     model = self.config.model
+    reduction = getattr(model, "loss_reduction", "token_mean")
+    inputs = (params, batch["src"], batch["src_len"], batch["tgt_in"], rng)
+    fused = self.model.hidden_and_output_layer(*inputs) if getattr(model, "fused_loss",
+                                                                    False) else None
+    if fused is not None:
+      hidden, kernel, bias = fused
+      return fused_sequence_loss(hidden, kernel, bias, batch["tgt_out"], batch["tgt_len"],
+                                 batch["weight"], model.label_smoothing, reduction,
+                                 dtype=self.model.module.dtype)
+    logits = self.model.logits(*inputs)
     return sequence_loss(logits, batch["tgt_out"], batch["tgt_len"], batch["weight"],
-                         model.label_smoothing, getattr(model, "loss_reduction", "token_mean"))
+                         model.label_smoothing, reduction)
 
   # -- evaluation ----------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -361,6 +362,23 @@ def test_zoo_transformer_state_dict_computes_the_translation_runs_model():
   got = jax.jit(model.apply)({"params": params}, *inputs)
   np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
   assert np.abs(want).max() > 1
+
+
+@pytest.mark.parametrize("name", ["transformer_cpu", "couplet_transformer_cpu"])
+def test_the_runs_fused_loss_is_the_whole_logits_loss(name):
+  """translation_runs times the Transformers' step with the output layer inside the loss, as the
+  named runs train; it must be the loss (and gradients) of the whole-logits path beside it."""
+  args = translation_runs.arguments(name, common.Settings(quick=True))
+  assert set(args["modules"]) == {"jax", "jax_whole_logits"}
+  fused, whole = args["modules"]["jax"], args["modules"]["jax_whole_logits"]
+  assert fused.fused and not whole.fused
+  batch = {k: jnp.asarray(v) for k, v in args["batch"].items()}
+  params = _random_params(fused, batch["src"], batch["src_lens"], batch["tgt_in"], scale=0.3,
+                          seed=2)
+  loss, grads = jax.value_and_grad(args["jax_loss"](fused))(params, batch)
+  ref_loss, ref_grads = jax.value_and_grad(args["jax_loss"](whole))(params, batch)
+  np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
+  chex.assert_trees_all_close(grads, ref_grads, rtol=1e-4, atol=1e-6)
 
 
 def test_zoo_transformer_state_dict_computes_the_couplet_runs_model():
