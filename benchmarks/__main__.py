@@ -103,9 +103,16 @@ def render(results: dict[str, Any], note: str = "") -> tuple[str, str]:
 def _merge_attention(results: dict[str, Any], stored: dict[str, Any]) -> None:
   """Merges stored results into `results`: later suites replace earlier ones, except that the
   rows of attention suites measured in separate calls (one per dtype, or per group of lengths)
-  are combined, in the order of the grid (dtype, head width, length, pass)."""
+  are combined, in the order of the grid (dtype, head width, length, pass). Each suite keeps the
+  machine and note it was measured with (a file's own 'suite_machines' / 'suite_notes', else its
+  machine and note), so the rendered block says which suites were measured on another day."""
   results["machine"] = stored.get("machine", results.get("machine"))
   results["settings"] = stored.get("settings", results.get("settings"))
+  for name in stored.get("suites", {}):
+    results.setdefault("suite_machines", {})[name] = (
+        stored.get("suite_machines", {}).get(name) or stored.get("machine"))
+    results.setdefault("suite_notes", {})[name] = stored.get("suite_notes", {}).get(
+        name, (stored.get("settings") or {}).get("note", ""))
   for name, suite in stored.get("suites", {}).items():
     earlier = results["suites"].get(name)
     if name == "attention" and isinstance(earlier, dict) and "rows" in earlier and "rows" in suite:

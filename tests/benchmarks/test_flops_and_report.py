@@ -231,6 +231,28 @@ def test_attention_rows_of_separate_calls_merge_in_grid_order(tmp_path):
   assert results["suites"]["decoding"] == {"x": 1}
 
 
+def test_rendering_from_json_keeps_the_day_each_suite_was_measured(tmp_path):
+  """`--from-json` of a file that merged runs of several days says so under the older suites."""
+  from benchmarks import __main__ as cli
+  machine = lambda date: {"date": date, "cpu": "AMD EPYC", "cores": 2, "backend": "cpu"}  # noqa
+  path = str(tmp_path / "cpu.json")
+  report.merge_json(path, {"machine": machine("monday"), "settings": {"note": "quiet"},
+                           "suites": {"memory": {"y": 1}}})
+  report.merge_json(path, {"machine": machine("tuesday"), "settings": {"note": "paused"},
+                           "suites": {"decoding": {"x": 1}}})
+  results = {"suites": {}}
+  with open(path, encoding="utf-8") as f:
+    cli._merge_attention(results, json.load(f))
+  assert results["machine"]["date"] == "tuesday"
+  assert results["suite_machines"]["memory"]["date"] == "monday"
+  assert results["suite_notes"] == {"memory": "quiet", "decoding": "paused"}
+  text = report.render(results, {"memory": lambda s: "### memory", "decoding": lambda s: "### d"},
+                       "## Speed on the CPU")
+  assert text.count("Measured on another machine or day") == 1
+  assert text.index("- date: monday") > text.index("### memory")
+  assert "quiet" in text
+
+
 def test_attention_grid_options_narrow_the_grid_and_reject_bad_values(tmp_path, capsys):
   from benchmarks import __main__ as cli
   out = tmp_path / "b.json"
