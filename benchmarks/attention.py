@@ -204,7 +204,10 @@ def _cell(result: dict[str, Any], reference: bool) -> str:
 def markdown(suite: dict[str, Any]) -> str:
   """The attention section: one table, a row per (pass, dtype, Dh, L)."""
   rows = suite["rows"]
-  names = list(rows[0]["results"]) if rows else []
+  # The columns in `variants`' order (results read back from JSON come with sorted keys).
+  order = ["flax", "zoo_vmap", "zoo_fused", "jax_xla", "jax_cudnn", "zoo_auto"]
+  names = sorted(rows[0]["results"] if rows else [],
+                 key=lambda n: (order.index(n) if n in order else len(order), n))
   table_rows, worst = [], {name: 0.0 for name in names}
   for row in rows:
     cells = [row["mode"], row["dtype"], row["head_dim"], row["length"], row["batch"]]

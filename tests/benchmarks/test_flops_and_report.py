@@ -292,3 +292,16 @@ def test_merge_rounds_keeps_the_first_round_where_the_structure_differs():
   first = {"rows": [{"speedup": 1.5}, {"speedup": 0.5}], "torch": {"speedup": 1.0}}
   second = {"rows": [{"speedup": 1.25}], "torch": "failed: out of memory"}
   assert report.merge_rounds([first, second]) == first
+
+
+def test_attention_columns_keep_the_variants_order_after_a_json_round_trip():
+  from benchmarks import attention
+  result = {"seconds": 0.01, "speedup": 1.0, "tflops": 0.1, "peak_fraction": None,
+            "max_relative_error": 0.0, "error": None}
+  names = ["flax", "zoo_vmap", "zoo_fused", "jax_xla", "zoo_auto"]
+  row = dict(mode="forward", dtype="float32", head_dim=16, length=24, batch=2, width=32,
+             flops=1.0, reference="flax", results={n: dict(result) for n in names})
+  row = json.loads(json.dumps(row, sort_keys=True))  # as benchmarks/results/*.json store it
+  text = attention.markdown({"rows": [row], "width": 32, "tokens": 48})
+  header = next(line for line in text.splitlines() if line.startswith("| pass"))
+  assert header.split("|")[6:-1] == [f" `{n}` " for n in names]
