@@ -25,8 +25,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from experiments import steps
-from experiments.seq2seq.loss import REDUCTIONS, target_weights
+from experiments.seq2seq.loss import REDUCTIONS, sequence_metrics, target_weights
 from experiments.task import Metrics
 
 CHUNK_ROWS = 512  # rows per chunk on a CPU: (512, 8,000) float32 logits are 16 MB
@@ -195,9 +194,5 @@ def fused_sequence_loss(hidden: jax.Array, kernel: jax.Array, bias: jax.Array | 
       hidden.reshape(batch * length, width), kernel, bias, targets.reshape(-1),
       (weights * scale).reshape(-1), label_smoothing, chunk_rows=chunk_rows, dtype=dtype)
   shaped = lambda x: x.reshape(batch, length)  # noqa: E731
-  loss_pair = steps.weighted_sum(shaped(objective), weights)
-  if reduction == "sequence_sum":
-    loss_pair = (loss_pair[0], count)
-  metrics = {"loss": loss_pair, "nll": steps.weighted_sum(shaped(nll), weights),
-             "token_accuracy": steps.weighted_sum(shaped(correct), weights)}
-  return loss, metrics
+  return loss, sequence_metrics(shaped(objective), shaped(nll), shaped(correct), weights, weight,
+                                reduction)

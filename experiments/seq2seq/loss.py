@@ -77,9 +77,27 @@ def sequence_loss(logits: jax.Array, targets: jax.Array, lengths: jax.Array, wei
   objective, nll = token_losses(logits, targets, label_smoothing)
   weights = target_weights(lengths, targets.shape[1], weight)  # (B, T)
   correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
+  metrics = sequence_metrics(objective, nll, correct, weights, weight, reduction)
+  total, count = metrics["loss"]
+  return total / jnp.maximum(count, 1.0), metrics
+
+
+def sequence_metrics(objective: jax.Array, nll: jax.Array, correct: jax.Array,
+                     weights: jax.Array, weight: jax.Array, reduction: str) -> Metrics:
+  """The metric pairs of sequence_loss from per-token values.
+
+  Args:
+    objective, nll, correct: float (B, T) per token: the objective, the plain cross-entropy, and
+      1.0 where the argmax is the target.
+    weights: float (B, T), target_weights.
+    weight: float (B,), 1 for real examples and 0 for filler rows.
+    reduction: as sequence_loss; 'sequence_sum' counts the loss per sequence.
+
+  Returns:
+    {'loss', 'nll', 'token_accuracy'}: (total, count) pairs (see sequence_loss).
+  """
   loss_pair = steps.weighted_sum(objective, weights)
   if reduction == "sequence_sum":
     loss_pair = (loss_pair[0], jnp.sum(weight.astype(jnp.float32)))
-  metrics = {"loss": loss_pair, "nll": steps.weighted_sum(nll, weights),
-             "token_accuracy": steps.weighted_sum(correct, weights)}
-  return loss_pair[0] / jnp.maximum(loss_pair[1], 1.0), metrics
+  return {"loss": loss_pair, "nll": steps.weighted_sum(nll, weights),
+          "token_accuracy": steps.weighted_sum(correct, weights)}
