@@ -3,7 +3,8 @@
     python -m experiments.sentiment.ensemble --workdir runs/imdb_self/student \
         --out runs/imdb_self/student/ensemble.json [--max-n 3] [--costs 0.1 0.3 1] \
         [--train-on labelled all] [--pv-epochs 10] [--pv-dim 100] [--pv-workers 2] \
-        [--blend log_loss|grid] [--checkpoint best] [--data-dir DIR]
+        [--blend log_loss|grid] [--checkpoint best] [--data-dir DIR] \
+        [--region-epochs 0] [--region-pretrain-epochs 2] [--region-features 1000]
 
 Reads the run's data exactly as the run was trained (its protocol, vocabulary, and for a
 self-training student its pseudo-labelled reviews) and fits two more models on it:
@@ -12,7 +13,11 @@ self-training student its pseudo-labelled reviews) and fits two more models on i
   reviews, and on all of them with the pseudo-labelled ones);
 - paragraph vectors (paragraph_vectors.py; `--pv-epochs 0` leaves them out): PV-DBOW learns a
   vector for each labelled training review and each of IMDB's unlabelled reviews, logistic
-  regression on the labelled ones' vectors for each C of PV_COSTS.
+  regression on the labelled ones' vectors for each C of PV_COSTS;
+- on request (`--region-epochs N`, N > 0), the region CNN (region_cnn.py): region embeddings
+  pretrained on the labelled training reviews and the unlabelled ones (`--region-pretrain-epochs`;
+  0 trains the bag-of-words CNN alone), then the CNN on the labelled training reviews for N
+  epochs, the epoch with the best dev accuracy kept.
 
 Of each model the fit with the best dev accuracy is kept; then the models' log-odds of 'positive'
 are blended:
@@ -45,6 +50,7 @@ import dataclasses
 import datetime
 import json
 import os
+import re
 import sys
 import time
 from typing import Any, Sequence
@@ -66,6 +72,8 @@ from experiments.sentiment.paragraph_vectors import PVClassifier
 from experiments.sentiment.paragraph_vectors import PVConfig
 from experiments.sentiment.paragraph_vectors import infer_vectors
 from experiments.sentiment.paragraph_vectors import train_vectors
+from experiments.sentiment import region_cnn
+from experiments.sentiment.region_cnn import RegionConfig
 
 STEP = 0.05  # the 'grid' rule's blend weights are multiples of STEP that sum to 1
 PV_COSTS = (0.01, 0.1, 1.0)  # the logistic regression's C on paragraph vectors, dev chooses
@@ -239,7 +247,7 @@ def scale(log_odds: np.ndarray, name: str) -> float:
 def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                  train_on: Sequence[str] = ("labelled", "all"), seed: int = 0,
                  pv: PVConfig | None = PVConfig(), console: Console | None = None,
-                 rule: str = "log_loss") -> dict[str, Any]:
+                 rule: str = "log_loss", region: RegionConfig | None = None) -> dict[str, Any]:
   """Fits NBSVM (and paragraph vectors) on the run's data, chooses fits and blend on dev, scores
   test.
 
@@ -254,6 +262,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
     pv: the paragraph vectors' settings; None leaves them out of the blend.
     console: where the progress notes go.
     rule: how the blend's weights are chosen on dev: 'log_loss' or 'grid' (module docstring).
+    region: the region CNN's settings; None leaves it out of the blend.
 
   Returns:
     the record written by the command (see the module docstring).
@@ -283,10 +292,15 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   scores = {}  # model -> split -> (N,) log-odds
   nbsvm_record, scores["nbsvm"] = _fit_nbsvm(ids, labels, sizes, max_n, costs, train_on, seed,
                                              console)
-  if pv is not None:
+  if pv is not None or (region is not None and region.pretrain_epochs > 0):
     unlabelled = _unlabelled_reviews(run, console)
+  if pv is not None:
     pv_record, scores["paragraph_vectors"] = _fit_paragraph_vectors(
         ids, labels, sizes["labelled"], unlabelled, pv, console)
+  if region is not None:
+    region_record, scores["region_cnn"] = _fit_region_cnn(
+        ids, labels, sizes["labelled"], unlabelled if region.pretrain_epochs > 0 else None,
+        len(run.task.vocab), region, console)
 
   started = time.perf_counter()
   scores["run"] = {}
@@ -295,7 +309,8 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
     scores["run"][split] = logits[:, 1].astype(np.float64) - logits[:, 0]
   run_s = time.perf_counter() - started
 
-  names = ["run", "nbsvm"] + (["paragraph_vectors"] if pv is not None else [])
+  names = (["run", "nbsvm"] + (["paragraph_vectors"] if pv is not None else [])
+           + (["region_cnn"] if region is not None else []))
   dev_scores = {name: scores[name]["dev"] for name in names}
   # Both rules choose on the same fits; `rule`'s choice is the blend, the other's is written
   # beside it (`other_rule`) and chooses nothing.
@@ -321,6 +336,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                     for split in ("dev", "test")},
       "nbsvm": nbsvm_record,
       **({"paragraph_vectors": pv_record} if pv is not None else {}),
+      **({"region_cnn": region_record} if region is not None else {}),
       "ensemble": {"rule": rule, "models": names, "weights": chosen.pop("weights"),
                    **(fit if rule == "log_loss" else {}), "scales": scales, **chosen,
                    "other_rule": other_rule, "dev_accuracy_by_weights": dev_curve},
@@ -402,6 +418,27 @@ def _fit_paragraph_vectors(ids, labels, labelled, unlabelled, config, console):
   return record, fitted[chosen["cost"]]
 
 
+def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, console):
+  """The region embedding pretrained on the labelled training reviews and `unlabelled` (None: no
+  pretraining), then the CNN on the labelled ones; (the record, the dev-chosen epoch's log-odds)."""
+  pretrained, record = None, {"config": dataclasses.asdict(config), "labelled": labelled}
+  if unlabelled is not None:
+    texts = [ids["train"][i] for i in range(labelled)] + list(unlabelled)
+    tv = region_cnn.pretrain(texts, vocab_size, config, console.note)
+    pretrained = (tv["embedding"], tv["bias"])
+    record["pretraining"] = {"texts": len(texts), "steps": tv["steps"], "loss": tv["loss"],
+                             "seconds": tv["seconds"]}
+  fit, log_odds = region_cnn.fit_classifier(
+      {"train": [ids["train"][i] for i in range(labelled)], "dev": ids["dev"],
+       "test": ids["test"]},
+      {"train": labels["train"][:labelled], "dev": labels["dev"], "test": labels["test"]},
+      vocab_size, config, pretrained, console.note)
+  record.update(fit, **_accuracies(log_odds, labels))
+  console.note(f"region CNN (epoch {fit['chosen_epoch']}): dev {record['dev_accuracy']:.4f}  "
+               f"test {record['test_accuracy']:.4f}")
+  return record, log_odds
+
+
 def _accuracies(log_odds: dict[str, np.ndarray], labels: dict[str, np.ndarray]) -> dict:
   return {f"{split}_accuracy": accuracy(log_odds[split], labels[split]) for split in log_odds}
 
@@ -432,6 +469,18 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--pv-workers", type=int, default=PVConfig.workers,
                       help=f"gensim's threads (default {PVConfig.workers}, which trains "
                            f"reproducibly; more are faster and not reproducible)")
+  parser.add_argument("--region-epochs", type=int, default=0,
+                      help="the region CNN's passes over the labelled reviews (default 0: left "
+                           "out of the blend)")
+  parser.add_argument("--region-pretrain-epochs", type=float,
+                      default=RegionConfig.pretrain_epochs,
+                      help=f"the region embedding's pretraining, in passes over the tokens of "
+                           f"the labelled and unlabelled reviews (default "
+                           f"{RegionConfig.pretrain_epochs:g}; 0: the CNN without it)")
+  parser.add_argument("--region-features", type=int, default=RegionConfig.features,
+                      help=f"the region CNN's feature maps (default {RegionConfig.features})")
+  parser.add_argument("--region-dim", type=int, default=RegionConfig.dim,
+                      help=f"the region embedding's size (default {RegionConfig.dim})")
   parser.add_argument("--blend", choices=BLEND_RULES, default="log_loss",
                       help="how dev chooses the blend's weights: 'log_loss' (default: least dev "
                            "log-loss, non-negative weights) or 'grid' (best dev accuracy on a "
@@ -448,9 +497,18 @@ def _write(args: argparse.Namespace, console: Console) -> int:
                      f"got {args.pv_epochs}, {args.pv_dim} and {args.pv_workers}")
   pv = (PVConfig(dim=args.pv_dim, epochs=args.pv_epochs, workers=args.pv_workers,
                  seed=args.seed) if args.pv_epochs else None)
+  if args.region_epochs < 0:
+    raise UsageError(f"--region-epochs must be at least 0, got {args.region_epochs}")
+  try:
+    region = (RegionConfig(epochs=args.region_epochs, pretrain_epochs=args.region_pretrain_epochs,
+                           features=args.region_features, dim=args.region_dim, seed=args.seed)
+              if args.region_epochs else None)
+  except ValueError as error:
+    flag = lambda match: "--region-" + match.group(1).replace("_", "-")  # noqa: E731
+    raise UsageError(re.sub(r"RegionConfig\.(\w+)", flag, str(error))) from None
   run = load_sentiment_run(args.workdir, args.checkpoint, args.data_dir, "ensembles")
   record = ensemble_run(run, args.max_n, args.costs, args.train_on, args.seed, pv, console,
-                        rule=args.blend)
+                        rule=args.blend, region=region)
   folder = os.path.dirname(os.path.abspath(args.out))
   os.makedirs(folder, exist_ok=True)
   with open(args.out, "w") as f:

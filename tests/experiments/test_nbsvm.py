@@ -323,11 +323,48 @@ def test_a_students_nbsvm_learns_from_its_labelled_reviews_or_from_all(sample_ru
   assert "NBSVM on all reviews" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("quick_compiles")
+def test_the_region_cnn_joins_the_blend_on_request(sample_run, capsys):
+  """`--region-epochs N` pretrains the region embedding on the labelled and the 300 unlabelled
+  sample reviews, fits the CNN, and blends it as a fourth model; `--region-pretrain-epochs 0`
+  fits the CNN alone."""
+  root, workdir = sample_run
+  out = root / "out" / "ensemble_region.json"
+  flags = ["--workdir", workdir, "--max-n", "1", "--costs", "1", "--pv-epochs", "0",
+           "--region-epochs", "2", "--region-features", "8", "--region-dim", "4",
+           "--region-pretrain-epochs", "0.5"]
+  assert ensemble.main([*flags, "--out", str(out)]) == 0
+  record = json.loads(out.read_text())
+  data = runs.load_run(workdir).task.data
+  region = record["region_cnn"]
+  assert record["ensemble"]["models"] == ["run", "nbsvm", "region_cnn"]
+  assert list(record["ensemble"]["weights"]) == ["run", "nbsvm", "region_cnn"]
+  assert region["config"]["features"] == 8 and region["config"]["dim"] == 4
+  assert region["labelled"] == data.num_examples("train") and region["pretrained"]
+  assert region["pretraining"]["texts"] == region["labelled"] + 300
+  assert [row["epoch"] for row in region["epochs"]] == [1, 2]
+  chosen = region["epochs"][region["chosen_epoch"] - 1]
+  assert region["dev_accuracy"] == chosen["dev_accuracy"] == max(
+      row["dev_accuracy"] for row in region["epochs"])
+  by_weights = {tuple(row[:-1]): row[-1] for row in record["ensemble"]["dev_accuracy_by_weights"]}
+  assert by_weights[0.0, 0.0, 1.0] == region["dev_accuracy"]
+  assert "region embedding: step " in capsys.readouterr().err
+  alone = root / "out" / "ensemble_region_alone.json"
+  assert ensemble.main([*flags[:-1], "0", "--out", str(alone)]) == 0
+  region = json.loads(alone.read_text())["region_cnn"]
+  assert not region["pretrained"] and "pretraining" not in region
+  assert "region embedding" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--max-n", "0"], "--max-n must be at least 1"),
     (["--costs", "1", "-1"], "every --costs value positive"),
     (["--pv-epochs", "-1"], "--pv-epochs must be at least 0"),
     (["--pv-dim", "0"], "--pv-dim and --pv-workers at least 1"),
+    (["--region-epochs", "-2"], "--region-epochs must be at least 0, got -2"),
+    (["--region-epochs", "1", "--region-features", "0"], "--region-features must be at least 1"),
+    (["--region-epochs", "1", "--region-pretrain-epochs", "-1"],
+     "--region-pretrain-epochs must be >= 0"),
 ])
 def test_the_ensemble_command_refuses_bad_flags(sample_run, tmp_path, capsys, flags, message):
   with pytest.raises(SystemExit) as exit_info:
