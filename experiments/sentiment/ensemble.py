@@ -4,7 +4,8 @@
         --out runs/imdb_self/student/ensemble.json [--max-n 3] [--costs 0.1 0.3 1] \
         [--train-on labelled all] [--pv-epochs 10] [--pv-dim 100] [--pv-workers 2] \
         [--blend log_loss|grid] [--checkpoint best] [--data-dir DIR] \
-        [--region-epochs 0] [--region-pretrain-epochs 2] [--region-features 1000]
+        [--region-epochs 0] [--region-pretrain-epochs 2] [--region-features 1000] \
+        [--region-embedding FILE]
 
 Reads the run's data exactly as the run was trained (its protocol, vocabulary, and for a
 self-training student its pseudo-labelled reviews) and fits two more models on it:
@@ -17,7 +18,9 @@ self-training student its pseudo-labelled reviews) and fits two more models on i
 - on request (`--region-epochs N`, N > 0), the region CNN (region_cnn.py): region embeddings
   pretrained on the labelled training reviews and the unlabelled ones (`--region-pretrain-epochs`;
   0 trains the bag-of-words CNN alone), then the CNN on the labelled training reviews for N
-  epochs, the epoch with the best dev accuracy kept.
+  epochs, the epoch with the best dev accuracy kept. The pretrained embedding is saved beside
+  --out (`<out without .json>.region.npz`); `--region-embedding FILE` reuses one instead of
+  pretraining (it must come from a run with the same vocabulary).
 
 Of each model the fit with the best dev accuracy is kept; then the models' log-odds of 'positive'
 are blended:
@@ -64,6 +67,7 @@ from experiments.cli import checkpoint_choice
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import run_command
+from experiments.sentiment import region_cnn
 from experiments.sentiment.cli import load_sentiment_run
 from experiments.sentiment.cli import unlabelled_records
 from experiments.sentiment.nbsvm import NBSVM
@@ -72,7 +76,6 @@ from experiments.sentiment.paragraph_vectors import PVClassifier
 from experiments.sentiment.paragraph_vectors import PVConfig
 from experiments.sentiment.paragraph_vectors import infer_vectors
 from experiments.sentiment.paragraph_vectors import train_vectors
-from experiments.sentiment import region_cnn
 from experiments.sentiment.region_cnn import RegionConfig
 
 STEP = 0.05  # the 'grid' rule's blend weights are multiples of STEP that sum to 1
@@ -247,7 +250,9 @@ def scale(log_odds: np.ndarray, name: str) -> float:
 def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                  train_on: Sequence[str] = ("labelled", "all"), seed: int = 0,
                  pv: PVConfig | None = PVConfig(), console: Console | None = None,
-                 rule: str = "log_loss", region: RegionConfig | None = None) -> dict[str, Any]:
+                 rule: str = "log_loss", region: RegionConfig | None = None,
+                 region_embedding: str | None = None,
+                 region_save: str | None = None) -> dict[str, Any]:
   """Fits NBSVM (and paragraph vectors) on the run's data, chooses fits and blend on dev, scores
   test.
 
@@ -263,6 +268,9 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
     console: where the progress notes go.
     rule: how the blend's weights are chosen on dev: 'log_loss' or 'grid' (module docstring).
     region: the region CNN's settings; None leaves it out of the blend.
+    region_embedding: a region embedding saved by an earlier ensemble (region_cnn.save_embedding)
+      to use instead of pretraining one.
+    region_save: where to save the region embedding this call pretrains (None: nowhere).
 
   Returns:
     the record written by the command (see the module docstring).
@@ -292,15 +300,16 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   scores = {}  # model -> split -> (N,) log-odds
   nbsvm_record, scores["nbsvm"] = _fit_nbsvm(ids, labels, sizes, max_n, costs, train_on, seed,
                                              console)
-  if pv is not None or (region is not None and region.pretrain_epochs > 0):
+  pretrains = region is not None and region.pretrain_epochs > 0 and region_embedding is None
+  if pv is not None or pretrains:
     unlabelled = _unlabelled_reviews(run, console)
   if pv is not None:
     pv_record, scores["paragraph_vectors"] = _fit_paragraph_vectors(
         ids, labels, sizes["labelled"], unlabelled, pv, console)
   if region is not None:
     region_record, scores["region_cnn"] = _fit_region_cnn(
-        ids, labels, sizes["labelled"], unlabelled if region.pretrain_epochs > 0 else None,
-        len(run.task.vocab), region, console)
+        ids, labels, sizes["labelled"], unlabelled if pretrains else None, len(run.task.vocab),
+        region, console, region_embedding, region_save)
 
   started = time.perf_counter()
   scores["run"] = {}
@@ -418,16 +427,26 @@ def _fit_paragraph_vectors(ids, labels, labelled, unlabelled, config, console):
   return record, fitted[chosen["cost"]]
 
 
-def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, console):
+def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, console,
+                    embedding_file=None, save_to=None):
   """The region embedding pretrained on the labelled training reviews and `unlabelled` (None: no
-  pretraining), then the CNN on the labelled ones; (the record, the dev-chosen epoch's log-odds)."""
+  pretraining) and saved to `save_to`, or read from `embedding_file`; then the CNN on the
+  labelled reviews. (the record, the dev-chosen epoch's log-odds)."""
   pretrained, record = None, {"config": dataclasses.asdict(config), "labelled": labelled}
-  if unlabelled is not None:
+  if embedding_file is not None:
+    pretrained = region_cnn.load_embedding(embedding_file, vocab_size, config.region)
+    record["embedding_file"] = embedding_file
+    console.note(f"region embedding read from {embedding_file}")
+  elif unlabelled is not None:
     texts = [ids["train"][i] for i in range(labelled)] + list(unlabelled)
     tv = region_cnn.pretrain(texts, vocab_size, config, console.note)
     pretrained = (tv["embedding"], tv["bias"])
-    record["pretraining"] = {"texts": len(texts), "steps": tv["steps"], "loss": tv["loss"],
+    record["pretraining"] = {"texts": len(texts), "steps": tv["steps"],
+                             "first_loss": tv["first_loss"], "loss": tv["loss"],
                              "seconds": tv["seconds"]}
+    if save_to is not None:
+      region_cnn.save_embedding(save_to, tv, config)
+      record["pretraining"]["saved_to"] = save_to
   fit, log_odds = region_cnn.fit_classifier(
       {"train": [ids["train"][i] for i in range(labelled)], "dev": ids["dev"],
        "test": ids["test"]},
@@ -477,6 +496,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help=f"the region embedding's pretraining, in passes over the tokens of "
                            f"the labelled and unlabelled reviews (default "
                            f"{RegionConfig.pretrain_epochs:g}; 0: the CNN without it)")
+  parser.add_argument("--region-embedding", metavar="FILE",
+                      help="reuse the region embedding an earlier ensemble of a run with the same "
+                           "vocabulary saved (its --out with .region.npz for .json) instead of "
+                           "pretraining one")
   parser.add_argument("--region-features", type=int, default=RegionConfig.features,
                       help=f"the region CNN's feature maps (default {RegionConfig.features})")
   parser.add_argument("--region-dim", type=int, default=RegionConfig.dim,
@@ -507,10 +530,21 @@ def _write(args: argparse.Namespace, console: Console) -> int:
     flag = lambda match: "--region-" + match.group(1).replace("_", "-")  # noqa: E731
     raise UsageError(re.sub(r"RegionConfig\.(\w+)", flag, str(error))) from None
   run = load_sentiment_run(args.workdir, args.checkpoint, args.data_dir, "ensembles")
-  record = ensemble_run(run, args.max_n, args.costs, args.train_on, args.seed, pv, console,
-                        rule=args.blend, region=region)
+  if args.region_embedding is not None:
+    if region is None:
+      raise UsageError("--region-embedding needs --region-epochs above 0")
+    if not os.path.isfile(args.region_embedding):
+      raise UsageError(f"--region-embedding: no such file {args.region_embedding}")
+    try:  # checked before the other models are fitted
+      region_cnn.load_embedding(args.region_embedding, len(run.task.vocab), region.region)
+    except ValueError as error:
+      raise UsageError(f"--region-embedding: {error}") from None
   folder = os.path.dirname(os.path.abspath(args.out))
   os.makedirs(folder, exist_ok=True)
+  save_to = os.path.splitext(args.out)[0] + ".region.npz"
+  record = ensemble_run(run, args.max_n, args.costs, args.train_on, args.seed, pv, console,
+                        rule=args.blend, region=region, region_embedding=args.region_embedding,
+                        region_save=save_to if region is not None else None)
   with open(args.out, "w") as f:
     json.dump(record, f, indent=2)
   alone, ens = record["run_alone"], record["ensemble"]

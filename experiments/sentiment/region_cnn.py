@@ -299,6 +299,38 @@ def pretrain(reviews: Sequence[Sequence[int]], vocab_size: int, config: RegionCo
           "seconds": round(time.perf_counter() - started, 1)}
 
 
+def save_embedding(path: str, pretrained: dict[str, Any], config: RegionConfig) -> None:
+  """Writes `pretrain`'s region embedding (E, b) and the settings it was learned with to `path`
+  (.npz), for `load_embedding`."""
+  np.savez(path, embedding=np.asarray(pretrained["embedding"], np.float32),
+           bias=np.asarray(pretrained["bias"], np.float32), region=config.region,
+           steps=pretrained["steps"], loss=pretrained["loss"])
+
+
+def load_embedding(path: str, vocab_size: int, region: int) -> tuple[jax.Array, jax.Array]:
+  """(E (V, D), b (D,)) saved by `save_embedding`.
+
+  Raises:
+    ValueError: naming the file, when it cannot be read, lacks an array, or was learned for
+      another vocabulary size or region width.
+  """
+  try:
+    with np.load(path) as saved:
+      arrays = {name: saved[name] for name in ("embedding", "bias", "region")}
+  except (OSError, ValueError, KeyError) as error:
+    raise ValueError(f"{path}: not a region embedding saved by region_cnn.save_embedding "
+                     f"({error})") from None
+  table, bias = arrays["embedding"], arrays["bias"]
+  if table.ndim != 2 or table.shape[0] != vocab_size or bias.shape != (table.shape[1],):
+    raise ValueError(f"{path}: the embedding is {table.shape} with bias {bias.shape}, but this "
+                     f"run's vocabulary has {vocab_size} ids: it was pretrained on another run's "
+                     f"data")
+  if int(arrays["region"]) != region:
+    raise ValueError(f"{path}: pretrained with regions of {int(arrays['region'])} words, but "
+                     f"the classifier reads regions of {region}")
+  return jnp.asarray(table), jnp.asarray(bias)
+
+
 # -- the classifier -------------------------------------------------------------------------------
 
 def _batcher(reviews: Sequence[Sequence[int]], labels: np.ndarray, batch_size: int,

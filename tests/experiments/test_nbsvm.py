@@ -15,10 +15,12 @@ from experiments import runs
 from experiments import trainer
 from experiments.sentiment import ensemble
 from experiments.sentiment import pseudo_label
+from experiments.sentiment import region_cnn
 from experiments.sentiment.nbsvm import NBSVM
 from experiments.sentiment.nbsvm import binary_features
 from experiments.sentiment.nbsvm import nb_log_count_ratio
 from experiments.sentiment.nbsvm import word_ngrams
+from experiments.sentiment.region_cnn import RegionConfig
 from experiments.sentiment.task import SentimentTask
 from _sample_runs import train_sample_ngram_run
 
@@ -349,11 +351,43 @@ def test_the_region_cnn_joins_the_blend_on_request(sample_run, capsys):
   by_weights = {tuple(row[:-1]): row[-1] for row in record["ensemble"]["dev_accuracy_by_weights"]}
   assert by_weights[0.0, 0.0, 1.0] == region["dev_accuracy"]
   assert "region embedding: step " in capsys.readouterr().err
+  # The pretrained embedding is saved beside --out; reused, it gives the same CNN.
+  saved = root / "out" / "ensemble_region.region.npz"
+  assert region["pretraining"]["saved_to"] == str(saved) and saved.is_file()
+  reused = root / "out" / "ensemble_reused.json"
+  assert ensemble.main([*flags, "--region-embedding", str(saved), "--out", str(reused)]) == 0
+  again = json.loads(reused.read_text())["region_cnn"]
+  assert again["embedding_file"] == str(saved) and "pretraining" not in again
+  assert again["epochs"] == [{**row, "seconds": again["epochs"][i]["seconds"]}
+                             for i, row in enumerate(region["epochs"])]
+  assert f"region embedding read from {saved}" in capsys.readouterr().err
   alone = root / "out" / "ensemble_region_alone.json"
   assert ensemble.main([*flags[:-1], "0", "--out", str(alone)]) == 0
   region = json.loads(alone.read_text())["region_cnn"]
   assert not region["pretrained"] and "pretraining" not in region
   assert "region embedding" not in capsys.readouterr().err
+
+
+def test_a_region_embedding_of_another_vocabulary_is_refused_before_any_fit(sample_run, tmp_path,
+                                                                            capsys):
+  _, workdir = sample_run
+  config = RegionConfig(dim=3)
+  region_cnn.save_embedding(str(tmp_path / "other.npz"), {
+      "embedding": np.zeros((17, 3)), "bias": np.zeros(3), "steps": 1, "loss": 0.0}, config)
+  (tmp_path / "broken.npz").write_bytes(b"not a zip")
+  for name, message in (("other.npz", "this run's vocabulary has"),
+                        ("broken.npz", "not a region embedding saved by"),
+                        ("missing.npz", "no such file")):
+    with pytest.raises(SystemExit) as exit_info:
+      ensemble.main(["--workdir", workdir, "--out", str(tmp_path / "e.json"), "--region-epochs",
+                     "1", "--region-embedding", str(tmp_path / name)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and message in err and "--region-embedding" in err
+    assert "NBSVM" not in err  # nothing was fitted
+  with pytest.raises(SystemExit):
+    ensemble.main(["--workdir", workdir, "--out", str(tmp_path / "e.json"),
+                   "--region-embedding", str(tmp_path / "other.npz")])
+  assert "--region-embedding needs --region-epochs above 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -186,3 +186,23 @@ def test_the_classifier_learns_the_topics_and_repeats(topics, pretrain):
   _, again = region_cnn.fit_classifier(reviews, labels, 80, TINY, pretrained)
   for split in log_odds:
     np.testing.assert_array_equal(again[split], log_odds[split])
+
+
+def test_a_saved_embedding_loads_as_it_was_and_for_its_own_vocabulary_and_region(tmp_path):
+  rng = np.random.default_rng(7)
+  tv = {"embedding": rng.normal(size=(23, 5)).astype(np.float32),
+        "bias": rng.normal(size=5).astype(np.float32), "steps": 9, "loss": 1.5}
+  path = str(tmp_path / "tv.npz")
+  region_cnn.save_embedding(path, tv, dataclasses.replace(TINY, region=5))
+  table, bias = region_cnn.load_embedding(path, 23, 5)
+  np.testing.assert_array_equal(table, tv["embedding"])
+  np.testing.assert_array_equal(bias, tv["bias"])
+  with pytest.raises(ValueError, match=r"tv.npz: the embedding is \(23, 5\) with bias \(5,\), "
+                                       r"but this run's vocabulary has 24 ids"):
+    region_cnn.load_embedding(path, 24, 5)
+  with pytest.raises(ValueError, match="pretrained with regions of 5 words, but the classifier "
+                                       "reads regions of 3"):
+    region_cnn.load_embedding(path, 23, 3)
+  np.savez(tmp_path / "partial.npz", embedding=tv["embedding"])
+  with pytest.raises(ValueError, match="partial.npz: not a region embedding saved by"):
+    region_cnn.load_embedding(str(tmp_path / "partial.npz"), 23, 5)
