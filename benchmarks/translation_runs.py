@@ -17,10 +17,11 @@ drawn over its vocabulary on both sides (8,000 pieces; the 5,386 characters of t
 data), lengths uniform between half the width and the width. Both frameworks run without dropout
 and with plain cross-entropy (the runs train with dropout 0.1, and translation's transformer_cpu
 with label smoothing 0.1), so that they compute one function. The ratio is PyTorch's time over
-JAX's (the faster of its thread settings): above 1, JAX is faster. The Transformers train with
-the output layer inside the loss (`model.fused_loss`, experiments/seq2seq/fused_loss.py), as the
-named runs do since 2026-11-27; 'jax_whole_logits' is the same step computing the logits whole
-(`loss.sequence_loss`'s path, the runs before), timed beside it.
+JAX's (the faster of its thread settings): above 1, JAX is faster. Each run trains with the
+output layer inside the loss (`model.fused_loss`, experiments/seq2seq/fused_loss.py), as the named
+runs do since 2026-11-27 (the Transformers, then bahdanau_cpu); 'jax_whole_logits' is
+the same step computing the logits whole (`loss.sequence_loss`'s path, the runs before), timed
+beside it.
 """
 
 from __future__ import annotations

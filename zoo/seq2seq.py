@@ -118,6 +118,16 @@ class _Sizes(nn.Module):
                           dtype=self.dtype, param_dtype=self.param_dtype, **kwargs)
 
 
+def _with_output_layer(decoder: nn.Module, hidden: jax.Array
+                       ) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(hidden (B, T, H), kernel (H, V), bias (V,)) of the decoder's output layer `output`, whose
+  logits are hidden @ kernel + bias (creating its parameters when the decoder is initialized)."""
+  if decoder.is_initializing():
+    decoder.output(hidden)
+  layer = decoder.output.variables["params"]
+  return hidden, layer["kernel"], layer["bias"]
+
+
 class _AttentionDecoder(_Sizes):
   """What both decoders share: the embedding, the LSTM, the output layer, teacher forcing and the
   decoding step. A subclass adds its attention in `setup` and defines
@@ -178,7 +188,26 @@ class _AttentionDecoder(_Sizes):
   def __call__(self, tokens: jax.Array, enc_outputs: jax.Array, src_lens: jax.Array,
                init_state: Sequence[LSTMState] | None = None, *,
                deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
-    """Runs a whole target sequence with teacher forcing.
+    """Runs a whole target sequence with teacher forcing: (logits (B, T, V) in `dtype`,
+    attention weights (B, T, S)); see `hidden`."""
+    vectors, weights = self.hidden(tokens, enc_outputs, src_lens, init_state,
+                                   deterministic=deterministic)
+    return self.output(vectors), weights
+
+  def hidden_and_output_layer(self, tokens: jax.Array, enc_outputs: jax.Array,
+                              src_lens: jax.Array, init_state: Sequence[LSTMState] | None = None,
+                              *, deterministic: bool = True
+                              ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """`__call__` stopped before the output layer, for a loss that applies it itself:
+    (vectors (B, T, H), kernel (H, V), bias (V,)), whose vectors @ kernel + bias are the logits."""
+    vectors, _ = self.hidden(tokens, enc_outputs, src_lens, init_state,
+                             deterministic=deterministic)
+    return _with_output_layer(self, vectors)
+
+  def hidden(self, tokens: jax.Array, enc_outputs: jax.Array, src_lens: jax.Array,
+             init_state: Sequence[LSTMState] | None = None, *,
+             deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
+    """Runs a whole target sequence with teacher forcing, up to the output layer.
 
     Args:
       tokens: int (B, T), the decoder inputs (bos followed by the target without its last token).
@@ -189,8 +218,9 @@ class _AttentionDecoder(_Sizes):
       deterministic: disables dropout (training needs a 'dropout' rng otherwise).
 
     Returns:
-      logits (B, T, V) in `dtype`, and the attention weights (B, T, S) (zero at padded source
-      positions, rows summing to 1 when the source is not empty).
+      the vectors the output layer reads (B, T, H) in `dtype`, and the attention weights
+      (B, T, S) (zero at padded source positions, rows summing to 1 when the source is not
+      empty).
     """
     _check_tokens(tokens, 2, "tokens")
     _check_source(enc_outputs, src_lens)
@@ -205,7 +235,7 @@ class _AttentionDecoder(_Sizes):
     scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False, "dropout": True},
                    in_axes=1, out_axes=1)
     _, (vectors, weights) = scan(self, state, embed_gates)  # (B, T, H), (B, T, S)
-    return self.output(vectors), weights
+    return vectors, weights
 
 
 class BahdanauDecoder(_AttentionDecoder):
@@ -363,12 +393,28 @@ class PlainDecoder(_Sizes):
                deterministic: bool = True) -> tuple[jax.Array, None]:
     """Teacher forcing over tokens int (B, T) (arguments as the attention decoders'): logits
     (B, T, V) in `dtype`, and None where they give attention weights."""
+    return self.output(self.hidden(tokens, enc_outputs, src_lens, init_state,
+                                   deterministic=deterministic)[0]), None
+
+  def hidden_and_output_layer(self, tokens: jax.Array, enc_outputs: jax.Array,
+                              src_lens: jax.Array, init_state: Sequence[LSTMState] | None = None,
+                              *, deterministic: bool = True
+                              ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(top outputs (B, T, H), kernel (H, V), bias (V,)): `__call__` before the output layer."""
+    outputs, _ = self.hidden(tokens, enc_outputs, src_lens, init_state,
+                             deterministic=deterministic)
+    return _with_output_layer(self, outputs)
+
+  def hidden(self, tokens: jax.Array, enc_outputs: jax.Array, src_lens: jax.Array,
+             init_state: Sequence[LSTMState] | None = None, *,
+             deterministic: bool = True) -> tuple[jax.Array, None]:
+    """The top LSTM layer's outputs (B, T, H) under teacher forcing, and None."""
     _check_tokens(tokens, 2, "tokens")
     checks.equal_dim(tokens, "tokens", 0, enc_outputs, "enc_outputs", 0)
     state = self.init_decode_state(enc_outputs, src_lens, init_state)
     outputs, _ = self.lstm(self._inputs(tokens, state.context), initial_state=state.lstm,
                            deterministic=deterministic)  # (B, T, H), one scan over the steps
-    return self.output(outputs), None
+    return outputs, None
 
 
 class RecurrentEncoder(_Sizes):
@@ -427,6 +473,16 @@ class Seq2Seq(nn.Module):
     (logits (B, T, V), attention weights (B, T, S))."""
     enc_outputs, final_state = self.encode(src, src_lens, deterministic=deterministic)
     return self.decoder(tokens, enc_outputs, src_lens, final_state, deterministic=deterministic)
+
+  def hidden_and_output_layer(self, src: jax.Array, src_lens: jax.Array, tokens: jax.Array, *,
+                              deterministic: bool = True
+                              ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """`__call__` stopped before the decoder's output layer: (hidden (B, T, H), kernel (H, V),
+    bias (V,)), whose hidden @ kernel + bias are the logits (for a loss that applies the layer
+    itself)."""
+    enc_outputs, final_state = self.encode(src, src_lens, deterministic=deterministic)
+    return self.decoder.hidden_and_output_layer(tokens, enc_outputs, src_lens, final_state,
+                                                deterministic=deterministic)
 
   def init_decode_state(self, src: jax.Array, src_lens: jax.Array):
     """Encodes the sources and returns the decoder's state before the first token (leading B)."""

@@ -39,6 +39,8 @@ class BahdanauConfig:
     encode_padding: the encoder runs over the padding too, as d2l's (its final state, which
       starts the decoder, comes after the padding; zoo.seq2seq.Seq2Seq); False: it stops at each
       source's length. Runs saved before the setting existed stopped (OLD_RUN_VALUES).
+    fused_loss: training applies the output layer inside the loss (see TransformerConfig); runs
+      saved before the setting existed computed the logits whole (OLD_RUN_VALUES).
   """
   embed_dim: int = 256
   hidden_size: int = 512
@@ -47,8 +49,10 @@ class BahdanauConfig:
   label_smoothing: float = 0.0
   loss_reduction: LossReduction = "token_mean"
   encode_padding: bool = False
+  fused_loss: bool = True
 
-  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {**_OLD_RUN_VALUES, "encode_padding": False}
+  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {**_OLD_RUN_VALUES, "encode_padding": False,
+                                              "fused_loss": False}
 
   shared_vocab = False  # a joint English+French vocabulary is never needed
 
@@ -134,6 +138,8 @@ class LuongConfig:
     output_activation: 'none' as the chapter, or 'tanh' (Luong et al.'s attentional vector).
     label_smoothing: the share of the target probability spread over the vocabulary.
     loss_reduction: 'token_mean' or 'sequence_sum' (the chapter's; see the module docstring).
+    fused_loss: training applies the output layer inside the loss (see TransformerConfig); runs
+      saved before the setting existed computed the logits whole (OLD_RUN_VALUES).
   """
   embed_dim: int = 256
   hidden_size: int = 256
@@ -142,8 +148,9 @@ class LuongConfig:
   output_activation: Literal["none", "tanh"] = "none"
   label_smoothing: float = 0.0
   loss_reduction: LossReduction = "token_mean"
+  fused_loss: bool = True
 
-  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = _OLD_RUN_VALUES
+  OLD_RUN_VALUES: ClassVar[dict[str, Any]] = {**_OLD_RUN_VALUES, "fused_loss": False}
 
   shared_vocab = False  # couplets share a vocabulary because their data does, not the model
 

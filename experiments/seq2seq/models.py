@@ -138,6 +138,11 @@ class BahdanauTranslator(Translator):
   def logits(self, params, src, src_len, tgt_in, rng=None):
     return self._forward(params, src, src_len, tgt_in, rng)[0]
 
+  def hidden_and_output_layer(self, params, src, src_len, tgt_in, rng=None):
+    return self.module.apply({"params": params}, src, src_len, tgt_in,
+                             deterministic=rng is None, rngs=_dropout_rngs(rng),
+                             method=seq2seq.Seq2Seq.hidden_and_output_layer)
+
   def cross_attention(self, params, src, src_len, tgt_in):
     return self._forward(params, src, src_len, tgt_in)[1]  # (B, T, S)
 

@@ -148,7 +148,7 @@ class Seq2SeqTask(Task):
       hidden, kernel, bias = fused
       return fused_sequence_loss(hidden, kernel, bias, batch["tgt_out"], batch["tgt_len"],
                                  batch["weight"], model.label_smoothing, reduction,
-                                 dtype=self.model.module.dtype)
+                                 dtype=hidden.dtype)
     logits = self.model.logits(*inputs)
     return sequence_loss(logits, batch["tgt_out"], batch["tgt_len"], batch["weight"],
                          model.label_smoothing, reduction)

@@ -364,10 +364,10 @@ def test_zoo_transformer_state_dict_computes_the_translation_runs_model():
   assert np.abs(want).max() > 1
 
 
-@pytest.mark.parametrize("name", ["transformer_cpu", "couplet_transformer_cpu"])
+@pytest.mark.parametrize("name", ["transformer_cpu", "couplet_transformer_cpu", "bahdanau_cpu"])
 def test_the_runs_fused_loss_is_the_whole_logits_loss(name):
-  """translation_runs times the Transformers' step with the output layer inside the loss, as the
-  named runs train; it must be the loss (and gradients) of the whole-logits path beside it."""
+  """translation_runs times each run's step with the output layer inside the loss, as the named
+  runs train; it must be the loss (and gradients) of the whole-logits path beside it."""
   args = translation_runs.arguments(name, common.Settings(quick=True))
   assert set(args["modules"]) == {"jax", "jax_whole_logits"}
   fused, whole = args["modules"]["jax"], args["modules"]["jax_whole_logits"]

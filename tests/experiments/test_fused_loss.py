@@ -7,6 +7,9 @@ import numpy as np
 import pytest
 
 from experiments.seq2seq import fused_loss
+from experiments.seq2seq.configs import BahdanauConfig
+from experiments.seq2seq.configs import LuongConfig
+from experiments.seq2seq.configs import PlainConfig
 from experiments.seq2seq.configs import TransformerConfig
 from experiments.seq2seq.loss import sequence_loss
 
@@ -109,12 +112,25 @@ def test_bad_arguments_are_named(bad, message):
     fused_loss.output_cross_entropy(**args, chunk_rows=chunk_rows)
 
 
-@pytest.mark.parametrize("tied", [False, True])
-def test_transformer_task_loss_is_the_same_fused_or_not(tied):
-  """The translator's hidden states and output layer give the logits, and the fused training
+TRANSLATORS = {
+    "transformer": TransformerConfig(model_dim=8, num_heads=2, ffn_hidden=12,
+                                     num_encoder_layers=1, num_decoder_layers=2,
+                                     dropout_rate=0.1),
+    "transformer_tied": TransformerConfig(model_dim=8, num_heads=2, ffn_hidden=12,
+                                          num_encoder_layers=1, num_decoder_layers=2,
+                                          share_embeddings=True, dropout_rate=0.1),
+    "bahdanau": BahdanauConfig(embed_dim=6, hidden_size=9, num_layers=2, dropout_rate=0.1),
+    "luong": LuongConfig(embed_dim=6, hidden_size=9, num_layers=2, dropout_rate=0.1,
+                         output_activation="tanh"),
+    "plain": PlainConfig(embed_dim=6, hidden_size=9, num_layers=2, dropout_rate=0.1),
+}
+
+
+@pytest.mark.parametrize("name", list(TRANSLATORS))
+def test_translator_loss_is_the_same_fused_or_not(name):
+  """Each translator's hidden states and output layer give its logits, and the fused training
   loss equals the whole-logits one (loss, metrics, gradients), with dropout."""
-  config = TransformerConfig(model_dim=8, num_heads=2, ffn_hidden=12, num_encoder_layers=1,
-                             num_decoder_layers=2, share_embeddings=tied, dropout_rate=0.1)
+  config = TRANSLATORS[name]
   vocab = 13
   translator = config.build(vocab, vocab, jnp.float32, jnp.float32)
   keys = jax.random.split(jax.random.key(3), 3)
@@ -123,7 +139,8 @@ def test_transformer_task_loss_is_the_same_fused_or_not(tied):
   src_len = jnp.array([5, 2, 3])
   params = translator.init(keys[2], src, src_len, tgt_in)
   hidden, kernel, bias = translator.hidden_and_output_layer(params, src, src_len, tgt_in)
-  assert (bias is None) == tied
+  tied = name == "transformer_tied"
+  assert (bias is None) == tied and kernel.shape == (hidden.shape[-1], vocab)
   np.testing.assert_allclose(hidden @ kernel + (0.0 if tied else bias),
                              translator.logits(params, src, src_len, tgt_in), atol=1e-5)
   targets = jnp.roll(tgt_in, -1, axis=1)
