@@ -101,7 +101,7 @@ class RegionConfig:
       raise ValueError(f"RegionConfig.max_len must be in [1, {WIDTHS[-1]}], got {self.max_len}")
 
 
-# -- the math ---------------------------------------------------------------------------------------
+# -- the math --------------------------------------------------------------------------------------
 
 def centred(width: int) -> np.ndarray:
   """The offsets of a window of `width` (odd) words centred at 0: -(width-1)/2 .. (width-1)/2."""
@@ -286,16 +286,19 @@ def pretrain(reviews: Sequence[Sequence[int]], vocab_size: int, config: RegionCo
     updates, state = optimizer.update(grads, state, params)
     return optax.apply_updates(params, updates), state, loss, hit
 
+  # The losses stay on the device until a log line needs them, so that numpy draws the next
+  # batch while XLA computes the step.
   started, recent, first = time.perf_counter(), [], None
   for i in range(steps):
     params, state, loss, hit = step(params, state, *sampler.batch())
-    recent = (recent + [float(loss)])[-100:]
-    first = recent[0] if first is None else first
+    recent = (recent + [loss])[-100:]
+    if first is None:
+      first = float(loss)
     if (i + 1) % 500 == 0 or i + 1 == steps:
-      log(f"region embedding: step {i + 1}/{steps}  loss {np.mean(recent):.4f}  "
-          f"neighbours scored > 0 {float(hit):.3f}  {time.perf_counter() - started:.0f} s")
+      log(f"region embedding: step {i + 1}/{steps}  loss {float(jnp.mean(jnp.stack(recent))):.4f}"
+          f"  neighbours scored > 0 {float(hit):.3f}  {time.perf_counter() - started:.0f} s")
   return {"embedding": params["embedding"], "bias": params["bias"], "steps": steps,
-          "first_loss": first, "loss": float(np.mean(recent)),
+          "first_loss": first, "loss": float(jnp.mean(jnp.stack(recent))),
           "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -404,10 +407,11 @@ def fit_classifier(reviews: dict[str, Sequence[Sequence[int]]], labels: dict[str
       dropout_key, key = jax.random.split(dropout_key)
       params, state, loss = step(params, state, batch["tokens"], batch["label"],
                                  batch["weight"], key)
-      losses.append(float(loss))
+      losses.append(loss)  # read once per epoch: no wait for the device at each step
     dev = score(params, scored["dev"])
     dev_accuracy = float(np.mean((dev > 0) == (np.asarray(labels["dev"]) == 1)))
-    epochs.append({"epoch": epoch + 1, "train_loss": round(float(np.mean(losses)), 4),
+    train_loss = float(jnp.mean(jnp.stack(losses)))
+    epochs.append({"epoch": epoch + 1, "train_loss": round(train_loss, 4),
                    "dev_accuracy": dev_accuracy,
                    "seconds": round(time.perf_counter() - started, 1)})
     log(f"region CNN epoch {epoch + 1}: train loss {epochs[-1]['train_loss']:.4f}  dev "
