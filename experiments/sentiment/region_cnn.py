@@ -375,8 +375,10 @@ def fit_classifier(reviews: dict[str, Sequence[Sequence[int]]], labels: dict[str
   optimizer = optax.adam(optax.cosine_decay_schedule(config.lr, config.epochs * per_epoch))
   state = optimizer.init(params)
 
+  # The frozen table is an argument, not a closed-over constant that every compiled width would
+  # embed.
   @jax.jit
-  def step(params, state, tokens, label, weight, key):
+  def step(params, state, tokens, label, weight, key, pretrained):
     def loss_fn(params):
       logits = model.apply({"params": params}, tokens, pretrained, deterministic=False,
                            rngs={"dropout": key})
@@ -387,7 +389,7 @@ def fit_classifier(reviews: dict[str, Sequence[Sequence[int]]], labels: dict[str
     return optax.apply_updates(params, updates), state, loss
 
   @jax.jit
-  def log_odds(params, tokens):
+  def log_odds(params, tokens, pretrained):
     logits = model.apply({"params": params}, tokens, pretrained)
     return logits[:, 1] - logits[:, 0]
 
@@ -395,7 +397,7 @@ def fit_classifier(reviews: dict[str, Sequence[Sequence[int]]], labels: dict[str
     out = np.zeros(batcher.num_examples)
     for batch in batcher.eval_batches():
       real = batch["weight"] > 0
-      out[batch["index"][real]] = np.asarray(log_odds(params, batch["tokens"]))[real]
+      out[batch["index"][real]] = np.asarray(log_odds(params, batch["tokens"], pretrained))[real]
     return out
 
   started, epochs, best, kept = time.perf_counter(), [], -1.0, {}
@@ -406,7 +408,7 @@ def fit_classifier(reviews: dict[str, Sequence[Sequence[int]]], labels: dict[str
       batch = next(batches)
       dropout_key, key = jax.random.split(dropout_key)
       params, state, loss = step(params, state, batch["tokens"], batch["label"],
-                                 batch["weight"], key)
+                                 batch["weight"], key, pretrained)
       losses.append(loss)  # read once per epoch: no wait for the device at each step
     dev = score(params, scored["dev"])
     dev_accuracy = float(np.mean((dev > 0) == (np.asarray(labels["dev"]) == 1)))
