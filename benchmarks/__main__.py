@@ -2,8 +2,10 @@
 
     python -m benchmarks                       # full sizes: JSON + markdown block for this machine
     python -m benchmarks --quick               # small sizes, prints the tables (writes nothing)
-    python -m benchmarks --suites attention,memory --json /tmp/gpu.json
+    python -m benchmarks --suites attention,memory --json /tmp/gpu.json   # a side file only
     python -m benchmarks --from-json benchmarks/results/gpu.json   # re-render, no measuring
+    python -m benchmarks --from-json benchmarks/results/cpu.json /tmp/new.json \
+        --json benchmarks/results/cpu.json --out docs/BENCHMARKS.md   # merge a side file in
 
 Suites: attention (forward, forward+backward vs flax MHA), training (JAX vs PyTorch steps),
 decoding (cached vs recomputed beam search), memory (attention at long sequences),
@@ -11,6 +13,8 @@ translation_runs (the translation CPU runs' models, JAX vs PyTorch steps). Each 
 ratio against a reference measured in the same run (see benchmarks/common.py). A full run writes
 benchmarks/results/{cpu,gpu}.json (merged suite by suite, so a GPU run may be split over several
 calls) and the 'cpu' or 'gpu' block of docs/BENCHMARKS.md, leaving the rest of the file alone.
+A run whose `--json` names another file writes that file only (the block rendered from it alone
+would drop every suite it lacks); the log prints the `--from-json` command that merges it in.
 
 The attention explorer's latency needs trained runs, so it is a command of its own, not a suite:
 `python -m benchmarks.explorer --workdir RUN [--workdir RUN ...]` (its 'explorer' block).
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from typing import Any, Callable
 
@@ -55,11 +60,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
   parser.add_argument("--suites", default=",".join(SUITES),
                       help=f"comma-separated subset of {', '.join(SUITES)}")
   parser.add_argument("--out", default=None,
-                      help="markdown file to update (default: docs/BENCHMARKS.md for a full run, "
-                           "none with --quick)")
+                      help="markdown file to update (default: docs/BENCHMARKS.md for a full run "
+                           "into the machine's store, none with --quick or a side --json file)")
   parser.add_argument("--json", default=None,
-                      help="JSON file to merge results into (default: "
-                           "benchmarks/results/<cpu|gpu>.json for a full run, none with --quick)")
+                      help="JSON file to merge results into (default: the machine's store, "
+                           "benchmarks/results/<cpu|gpu>.json, for a full run, none with --quick); "
+                           "with --from-json, where the merged files are written")
   parser.add_argument("--dtypes", default=None,
                       help="comma-separated dtypes of the attention suite (default: float32 on "
                            "a CPU, bfloat16 on a GPU)")
@@ -103,7 +109,8 @@ def render(results: dict[str, Any], note: str = "") -> tuple[str, str]:
 def _merge_attention(results: dict[str, Any], stored: dict[str, Any]) -> None:
   """Merges stored results into `results`: later suites replace earlier ones, except that the
   rows of attention suites measured in separate calls (one per dtype, or per group of lengths)
-  are combined, in the order of the grid (dtype, head width, length, pass). Each suite keeps the
+  are combined, in the order of the grid (dtype, head width, length, pass), a later file's row
+  replacing an earlier one of the same place in the grid. Each suite keeps the
   machine and note it was measured with (a file's own 'suite_machines' / 'suite_notes', else its
   machine and note), so the rendered block says which suites were measured on another day."""
   results["machine"] = stored.get("machine", results.get("machine"))
@@ -116,7 +123,8 @@ def _merge_attention(results: dict[str, Any], stored: dict[str, Any]) -> None:
   for name, suite in stored.get("suites", {}).items():
     earlier = results["suites"].get(name)
     if name == "attention" and isinstance(earlier, dict) and "rows" in earlier and "rows" in suite:
-      rows = earlier["rows"] + suite["rows"]
+      key = lambda r: (str(r.get("dtype")), r.get("head_dim"), r.get("length"), r.get("mode"))  # noqa
+      rows = list({key(r): r for r in earlier["rows"] + suite["rows"]}.values())  # later wins
       passes = ("forward", "forward+backward")
       rows.sort(key=lambda r: (str(r.get("dtype")), r.get("head_dim", 0), r.get("length", 0),
                                passes.index(r["mode"]) if r.get("mode") in passes else 2))
@@ -132,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
       with open(path, encoding="utf-8") as f:
         stored = json.load(f)
       _merge_attention(results, stored)
+    if args.json:
+      results = report.merge_json(args.json, results)
     key, text = render(results, args.note)
     print(text)
     if args.out:
@@ -159,8 +169,10 @@ def main(argv: list[str] | None = None) -> int:
       settings = dataclasses.replace(settings, **{name: numbers})
   machine = common.machine()
   key = "cpu" if machine["backend"] == "cpu" else "gpu"
-  out = args.out or (None if args.quick else "docs/BENCHMARKS.md")
-  json_path = args.json or (None if args.quick else f"benchmarks/results/{key}.json")
+  store = f"benchmarks/results/{key}.json"
+  json_path = args.json or (None if args.quick else store)
+  side_file = json_path is not None and os.path.abspath(json_path) != os.path.abspath(store)
+  out = args.out or (None if args.quick or side_file else "docs/BENCHMARKS.md")
   rounds = args.rounds or (1 if args.quick or key == "gpu" else 2)
   if rounds < 1:
     raise SystemExit(f"--rounds must be >= 1, got {rounds}")
@@ -188,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
       merged = json.load(f)
   _, text = render(merged, args.note)
   print(text)
+  if side_file and not args.out:
+    common.log(f"results in {json_path} only; to merge them into {store} and docs/BENCHMARKS.md: "
+               f"python -m benchmarks --from-json {store} {json_path} --json {store} "
+               f"--out docs/BENCHMARKS.md")
   failed = [n for n in names if isinstance(results["suites"][n], dict)
             and "error" in results["suites"][n]]
   return 1 if failed else 0

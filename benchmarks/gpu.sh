@@ -10,9 +10,11 @@
 # and benchmarks/ imports nothing else from this project but zoo/. Each call leaves
 # $OUT/gpu-PART.json and a log; back on the CPU machine, with the files under FILES_AT:
 #   cp FILES_AT/gpu-*.json benchmarks/results/
-#   python -m benchmarks --from-json benchmarks/results/gpu-checks-training.json \
+#   python -m benchmarks --from-json benchmarks/results/gpu.json \
+#       benchmarks/results/gpu-checks-training.json \
 #       benchmarks/results/gpu-attention.json benchmarks/results/gpu-attention-f32.json \
-#       benchmarks/results/gpu-memory-f32.json --out docs/BENCHMARKS.md
+#       benchmarks/results/gpu-memory-f32.json --json benchmarks/results/gpu.json \
+#       --out docs/BENCHMARKS.md      # merged into the GPU store, which keeps earlier suites
 # A dry run of the plumbing on a CPU (quick sizes):
 #   OUT=/tmp/dry QUICK=1 PYTHON=.venv/bin/python bash benchmarks/gpu.sh attention
 set -uo pipefail

@@ -61,8 +61,9 @@ def merge_json(path: str, results: dict[str, Any]) -> dict[str, Any]:
   Suites measured now replace the stored ones of the same name; others stay (so a GPU run split
   into several calls accumulates). The machine description and settings are the latest ones;
   'suite_machines' and 'suite_notes' keep, for every suite, the machine it was measured on and the
-  run's note (a stored suite without them: the stored file's), so that `render` can say which
-  suites come from another machine or day. Returns the merged results.
+  run's note (a stored suite without them: the stored file's; a suite of `results` that carries
+  its own, as `--from-json` merges give it, keeps those), so that `render` can say which suites
+  come from another machine or day. Returns the merged results.
   """
   merged = {"machine": results.get("machine"), "settings": results.get("settings"), "suites": {},
             "suite_machines": {}, "suite_notes": {}}
@@ -76,9 +77,11 @@ def merge_json(path: str, results: dict[str, Any]) -> dict[str, Any]:
                                                                             stored.get("machine"))
       merged["suite_notes"][name] = stored.get("suite_notes", {}).get(name, note)
   merged["suites"].update(results.get("suites", {}))
-  for name in results.get("suites", {}):
-    merged["suite_machines"][name] = results.get("machine")
-    merged["suite_notes"][name] = (results.get("settings") or {}).get("note", "")
+  for name in results.get("suites", {}):  # results merged from files keep each suite's own
+    merged["suite_machines"][name] = (results.get("suite_machines", {}).get(name)
+                                      or results.get("machine"))
+    merged["suite_notes"][name] = results.get("suite_notes", {}).get(
+        name, (results.get("settings") or {}).get("note", ""))
   folder = os.path.dirname(path)
   if folder:
     os.makedirs(folder, exist_ok=True)

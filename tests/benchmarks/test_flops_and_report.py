@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 
 import jax
@@ -229,6 +230,11 @@ def test_attention_rows_of_separate_calls_merge_in_grid_order(tmp_path):
                    ("bfloat16", 128, 1024, "forward"), ("bfloat16", 128, 8192, "forward"),
                    ("float32", 64, 512, "forward")]
   assert results["suites"]["decoding"] == {"x": 1}
+  # A row measured again replaces the earlier one instead of standing beside it.
+  again = dict(_row("bfloat16", 64, 1024, "forward"), seconds=0.5)
+  cli._merge_attention(results, {"suites": {"attention": {"rows": [again]}}})
+  rows = results["suites"]["attention"]["rows"]
+  assert len(rows) == 7 and rows[2] == again
 
 
 def test_rendering_from_json_keeps_the_day_each_suite_was_measured(tmp_path):
@@ -251,6 +257,40 @@ def test_rendering_from_json_keeps_the_day_each_suite_was_measured(tmp_path):
   assert text.count("Measured on another machine or day") == 1
   assert text.index("- date: monday") > text.index("### memory")
   assert "quiet" in text
+
+
+def test_a_side_json_file_leaves_the_store_and_the_markdown_alone_until_merged(
+    tmp_path, monkeypatch, capsys):
+  """`--json OTHER` writes OTHER only (rendering the block from it alone dropped every other
+  suite); `--from-json STORE OTHER --json STORE --out MD` merges it in, each suite keeping its
+  day."""
+  from benchmarks import __main__ as cli
+  monkeypatch.chdir(tmp_path)
+  for name in ("old_suite", "new_suite"):
+    monkeypatch.setitem(cli.SUITES, name, (lambda settings: {"seconds": 0.5},
+                                           lambda suite, name=name: f"### {name} {suite}"))
+  store = "benchmarks/results/cpu.json"
+  report.merge_json(store, {"machine": {"date": "monday", "backend": "cpu"},
+                            "settings": {"note": "quiet"}, "suites": {"old_suite": {"y": 3}}})
+  before = open(store, encoding="utf-8").read()
+  assert cli.main(["--suites", "new_suite", "--json", "side.json", "--rounds", "1"]) == 0
+  assert open(store, encoding="utf-8").read() == before
+  assert not os.path.exists("docs/BENCHMARKS.md")
+  assert json.load(open("side.json", encoding="utf-8"))["suites"] == {
+      "new_suite": {"seconds": 0.5}}
+  assert (f"python -m benchmarks --from-json {store} side.json --json {store} --out "
+          "docs/BENCHMARKS.md") in capsys.readouterr().out
+
+  os.makedirs("docs")
+  assert cli.main(["--from-json", store, "side.json", "--json", store,
+                   "--out", "docs/BENCHMARKS.md"]) == 0
+  merged = json.load(open(store, encoding="utf-8"))
+  assert merged["suites"] == {"old_suite": {"y": 3}, "new_suite": {"seconds": 0.5}}
+  assert merged["suite_machines"]["old_suite"]["date"] == "monday"
+  assert merged["suite_notes"]["old_suite"] == "quiet"
+  assert merged["suite_machines"]["new_suite"]["date"] != "monday"  # today's machine
+  text = open("docs/BENCHMARKS.md", encoding="utf-8").read()
+  assert "### old_suite {'y': 3}" in text and "### new_suite {'seconds': 0.5}" in text
 
 
 def test_attention_grid_options_narrow_the_grid_and_reject_bad_values(tmp_path, capsys):
