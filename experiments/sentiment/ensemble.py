@@ -504,6 +504,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help=f"the region CNN's feature maps (default {RegionConfig.features})")
   parser.add_argument("--region-dim", type=int, default=RegionConfig.dim,
                       help=f"the region embedding's size (default {RegionConfig.dim})")
+  parser.add_argument("--region-lr", type=float, default=RegionConfig.lr,
+                      help=f"the region CNN's peak Adam rate, decayed to 0 over its epochs "
+                           f"(default {RegionConfig.lr:g})")
   parser.add_argument("--blend", choices=BLEND_RULES, default="log_loss",
                       help="how dev chooses the blend's weights: 'log_loss' (default: least dev "
                            "log-loss, non-negative weights) or 'grid' (best dev accuracy on a "
@@ -524,7 +527,8 @@ def _write(args: argparse.Namespace, console: Console) -> int:
     raise UsageError(f"--region-epochs must be at least 0, got {args.region_epochs}")
   try:
     region = (RegionConfig(epochs=args.region_epochs, pretrain_epochs=args.region_pretrain_epochs,
-                           features=args.region_features, dim=args.region_dim, seed=args.seed)
+                           features=args.region_features, dim=args.region_dim,
+                           lr=args.region_lr, seed=args.seed)
               if args.region_epochs else None)
   except ValueError as error:
     flag = lambda match: "--region-" + match.group(1).replace("_", "-")  # noqa: E731

@@ -93,6 +93,9 @@ class RegionConfig:
     for name in ("dim", "negatives", "pretrain_batch", "features", "epochs", "batch_size"):
       if getattr(self, name) < 1:
         raise ValueError(f"RegionConfig.{name} must be at least 1, got {getattr(self, name)}")
+    for name in ("pretrain_lr", "lr"):
+      if not getattr(self, name) > 0:
+        raise ValueError(f"RegionConfig.{name} must be positive, got {getattr(self, name)}")
     if self.pretrain_epochs < 0:
       raise ValueError(f"RegionConfig.pretrain_epochs must be >= 0, got {self.pretrain_epochs}")
     if not 0.0 <= self.dropout < 1.0:

@@ -334,7 +334,7 @@ def test_the_region_cnn_joins_the_blend_on_request(sample_run, capsys):
   out = root / "out" / "ensemble_region.json"
   flags = ["--workdir", workdir, "--max-n", "1", "--costs", "1", "--pv-epochs", "0",
            "--region-epochs", "2", "--region-features", "8", "--region-dim", "4",
-           "--region-pretrain-epochs", "0.5"]
+           "--region-lr", "3e-3", "--region-pretrain-epochs", "0.5"]  # the last one is changed
   assert ensemble.main([*flags, "--out", str(out)]) == 0
   record = json.loads(out.read_text())
   data = runs.load_run(workdir).task.data
@@ -342,6 +342,7 @@ def test_the_region_cnn_joins_the_blend_on_request(sample_run, capsys):
   assert record["ensemble"]["models"] == ["run", "nbsvm", "region_cnn"]
   assert list(record["ensemble"]["weights"]) == ["run", "nbsvm", "region_cnn"]
   assert region["config"]["features"] == 8 and region["config"]["dim"] == 4
+  assert region["config"]["lr"] == 3e-3
   assert region["labelled"] == data.num_examples("train") and region["pretrained"]
   assert region["pretraining"]["texts"] == region["labelled"] + 300
   assert [row["epoch"] for row in region["epochs"]] == [1, 2]
@@ -397,6 +398,7 @@ def test_a_region_embedding_of_another_vocabulary_is_refused_before_any_fit(samp
     (["--pv-dim", "0"], "--pv-dim and --pv-workers at least 1"),
     (["--region-epochs", "-2"], "--region-epochs must be at least 0, got -2"),
     (["--region-epochs", "1", "--region-features", "0"], "--region-features must be at least 1"),
+    (["--region-epochs", "1", "--region-lr", "0"], "--region-lr must be positive, got 0.0"),
     (["--region-epochs", "1", "--region-pretrain-epochs", "-1"],
      "--region-pretrain-epochs must be >= 0"),
 ])

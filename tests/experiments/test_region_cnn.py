@@ -125,6 +125,10 @@ def test_errors_name_what_is_wrong():
     RegionConfig(features=0)
   with pytest.raises(ValueError, match=r"RegionConfig.max_len must be in \[1, 1024\]"):
     RegionConfig(max_len=2000)
+  with pytest.raises(ValueError, match="RegionConfig.pretrain_lr must be positive, got -0.1"):
+    RegionConfig(pretrain_lr=-0.1)
+  with pytest.raises(ValueError, match="RegionConfig.lr must be positive, got nan"):
+    RegionConfig(lr=float("nan"))
   with pytest.raises(ValueError, match="no review has a word"):
     RegionSampler([[], []], 10, TINY)
   with pytest.raises(ValueError, match=r"ids must be in \[0, 10\), got 0 .. 12"):
