@@ -106,6 +106,15 @@ def render(results: dict[str, Any], note: str = "") -> tuple[str, str]:
   return key, report.render(results, renderers, HEADINGS[key], preamble)
 
 
+def _grid_place(row: dict[str, Any]) -> tuple[str, int, int, int, str]:
+  """An attention row's place in the grid: dtype, head width, length, then forward before
+  forward+backward (an unknown pass last, by name)."""
+  passes = ("forward", "forward+backward")
+  mode = str(row.get("mode"))
+  return (str(row.get("dtype")), row.get("head_dim", 0), row.get("length", 0),
+          passes.index(mode) if mode in passes else len(passes), mode)
+
+
 def _merge_attention(results: dict[str, Any], stored: dict[str, Any]) -> None:
   """Merges stored results into `results`: later suites replace earlier ones, except that the
   rows of attention suites measured in separate calls (one per dtype, or per group of lengths)
@@ -123,11 +132,8 @@ def _merge_attention(results: dict[str, Any], stored: dict[str, Any]) -> None:
   for name, suite in stored.get("suites", {}).items():
     earlier = results["suites"].get(name)
     if name == "attention" and isinstance(earlier, dict) and "rows" in earlier and "rows" in suite:
-      key = lambda r: (str(r.get("dtype")), r.get("head_dim"), r.get("length"), r.get("mode"))  # noqa
-      rows = list({key(r): r for r in earlier["rows"] + suite["rows"]}.values())  # later wins
-      passes = ("forward", "forward+backward")
-      rows.sort(key=lambda r: (str(r.get("dtype")), r.get("head_dim", 0), r.get("length", 0),
-                               passes.index(r["mode"]) if r.get("mode") in passes else 2))
+      by_place = {_grid_place(r): r for r in earlier["rows"] + suite["rows"]}  # later wins
+      rows = [by_place[place] for place in sorted(by_place)]
       suite = dict(suite, rows=rows)
     results["suites"][name] = suite
 
