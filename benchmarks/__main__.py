@@ -35,14 +35,23 @@ from benchmarks import decoding
 from benchmarks import memory
 from benchmarks import report
 from benchmarks import training
-from benchmarks import translation_runs
+
+
+def _translation_runs(name: str) -> Callable:
+  """translation_runs.<name>, imported on use: it needs experiments/ and its dependencies (dacite,
+  tyro, tfds), which the other suites do not (a GPU machine's python3 runs them without wheels)."""
+  def call(*args):
+    from benchmarks import translation_runs  # pylint: disable=import-outside-toplevel
+    return getattr(translation_runs, name)(*args)
+  return call
+
 
 SUITES: dict[str, tuple[Callable[[common.Settings], Any], Callable[[Any], str]]] = {
     "attention": (attention.run, attention.markdown),
     "training": (training.run, training.markdown),
     "decoding": (decoding.run, decoding.markdown),
     "memory": (memory.run, memory.markdown),
-    "translation_runs": (translation_runs.run, translation_runs.markdown),
+    "translation_runs": (_translation_runs("run"), _translation_runs("markdown")),
 }
 
 UNTIMED_SUITES = frozenset({"memory"})  # XLA's planned bytes: exact, the same every time
@@ -106,20 +115,22 @@ def render(results: dict[str, Any], note: str = "") -> tuple[str, str]:
   return key, report.render(results, renderers, HEADINGS[key], preamble)
 
 
-def _grid_place(row: dict[str, Any]) -> tuple[str, int, int, int, str]:
-  """An attention row's place in the grid: dtype, head width, length, then forward before
+def _grid_place(row: dict[str, Any]) -> tuple[str, str, int, int, int, str]:
+  """An attention row's place in the grid: device, dtype, head width, length, then forward before
   forward+backward (an unknown pass last, by name)."""
   passes = ("forward", "forward+backward")
   mode = str(row.get("mode"))
-  return (str(row.get("dtype")), row.get("head_dim", 0), row.get("length", 0),
-          passes.index(mode) if mode in passes else len(passes), mode)
+  return (str(row.get("device", "")), str(row.get("dtype")), row.get("head_dim", 0),
+          row.get("length", 0), passes.index(mode) if mode in passes else len(passes), mode)
 
 
 def _merge_attention(results: dict[str, Any], stored: dict[str, Any]) -> None:
   """Merges stored results into `results`: later suites replace earlier ones, except that the
   rows of attention suites measured in separate calls (one per dtype, or per group of lengths)
-  are combined, in the order of the grid (dtype, head width, length, pass), a later file's row
-  replacing an earlier one of the same place in the grid. Each suite keeps the
+  are combined, in the order of the grid (device, dtype, head width, length, pass), a later file's
+  row replacing an earlier one of the same place in the grid; each attention row is stamped with
+  the device of its file's machine ('device'), and the table gets a device column where rows of
+  several devices meet. Each suite keeps the
   machine and note it was measured with (a file's own 'suite_machines' / 'suite_notes', else its
   machine and note), so the rendered block says which suites were measured on another day."""
   results["machine"] = stored.get("machine", results.get("machine"))
@@ -131,6 +142,11 @@ def _merge_attention(results: dict[str, Any], stored: dict[str, Any]) -> None:
         name, (stored.get("settings") or {}).get("note", ""))
   for name, suite in stored.get("suites", {}).items():
     earlier = results["suites"].get(name)
+    if name == "attention" and isinstance(suite, dict) and "rows" in suite:
+      # each row names the device it was timed on, so that rows of two GPUs never mix unnamed
+      device = (results["suite_machines"][name] or {}).get("device")
+      if device:
+        suite = dict(suite, rows=[dict(r, device=r.get("device", device)) for r in suite["rows"]])
     if name == "attention" and isinstance(earlier, dict) and "rows" in earlier and "rows" in suite:
       by_place = {_grid_place(r): r for r in earlier["rows"] + suite["rows"]}  # later wins
       rows = [by_place[place] for place in sorted(by_place)]

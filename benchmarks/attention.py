@@ -190,9 +190,14 @@ def _failing(error: BaseException) -> Callable[[], None]:
   return fail
 
 
-def _cell(result: dict[str, Any], reference: bool) -> str:
+CUDNN_DTYPES = ("bfloat16", "float16")  # cuDNN's flash attention takes nothing else
+
+
+def _cell(result: dict[str, Any], reference: bool, applies: bool = True) -> str:
+  """A table cell: the time (reference) or speed-up and rate, 'n/a' where the variant does not
+  apply, 'failed' for any other error."""
   if result["error"]:
-    return "n/a" if "cudnn" in result["error"].lower() else "failed"
+    return "n/a" if not applies or "cudnn" in result["error"].lower() else "failed"
   rate = report.number(result["tflops"], 3)
   if result["peak_fraction"] is not None:
     rate += f" ({100 * result['peak_fraction']:.0f}%)"
@@ -208,12 +213,16 @@ def markdown(suite: dict[str, Any]) -> str:
   order = ["flax", "zoo_vmap", "zoo_fused", "jax_xla", "jax_cudnn", "zoo_auto"]
   names = sorted(rows[0]["results"] if rows else [],
                  key=lambda n: (order.index(n) if n in order else len(order), n))
+  devices = sorted({str(r.get("device")) for r in rows if r.get("device")})
+  by_device = len(devices) > 1  # rows merged from several GPUs: a column says which
   table_rows, worst = [], {name: 0.0 for name in names}
   for row in rows:
-    cells = [row["mode"], row["dtype"], row["head_dim"], row["length"], row["batch"]]
+    cells = ([row.get("device", "")] if by_device else []) + [
+        row["mode"], row["dtype"], row["head_dim"], row["length"], row["batch"]]
     for name in names:
       result = row["results"][name]
-      cells.append(_cell(result, name == row["reference"]))
+      applies = name != "jax_cudnn" or row["dtype"] in CUDNN_DTYPES
+      cells.append(_cell(result, name == row["reference"], applies))
       if result["max_relative_error"] is not None:
         worst[name] = max(worst[name], result["max_relative_error"])
     table_rows.append(cells)
@@ -228,5 +237,6 @@ def markdown(suite: dict[str, Any]) -> str:
           r["results"][n]["peak_fraction"] for r in rows for n in names) else "") + ". "
       "'n/a': the variant does not apply (cuDNN needs bfloat16/float16). Largest relative "
       f"difference of each variant's forward output from flax's: {errors}.", "",
-      report.table(["pass", "dtype", "Dh", "L", "B"] + [f"`{n}`" for n in names], table_rows,
-                   ["l", "l", "r", "r", "r"] + ["r"] * len(names))])
+      report.table((["device"] if by_device else []) + ["pass", "dtype", "Dh", "L", "B"]
+                   + [f"`{n}`" for n in names], table_rows,
+                   (["l"] if by_device else []) + ["l", "l", "r", "r", "r"] + ["r"] * len(names))])

@@ -59,6 +59,13 @@ def on_gpu() -> bool:
   return jax.default_backend() == "gpu"
 
 
+def exact_matmuls():
+  """A context in which JAX's float32 matmuls run at full precision, for the agreement checks (not
+  the timings): on a GPU JAX's default lets them run in TF32 (10-bit mantissas), enough to move a
+  6-layer Transformer's logits by 5e-3 (H100, 2026-11-27) and to flip near-tied argmaxes."""
+  return jax.default_matmul_precision("highest")
+
+
 def blocking(fn: Callable[..., Any], *args) -> Callable[[], Any]:
   """A callable that runs fn(*args) and waits for every output array."""
   return lambda: jax.block_until_ready(fn(*args))

@@ -25,7 +25,10 @@ way, in the same round-robin:
                         two is PyTorch's figure.
 
 The twin must decode the same tokens as zoo's cached search (scores may differ by float error); a
-twin that does not is not timed, and the row says why.
+twin that does not is not timed, and the row says why. The tokens compared (cached, recompute and
+the twin's) are decoded with float32 matmuls at full precision (common.exact_matmuls; on a GPU,
+JAX's default TF32 flips near-tied argmaxes of random weights); the timed calls run at the
+backend's default.
 
 The weights are random, so eos is improbable and both run the full max_len steps (equal work);
 the encoder runs once per call in both. Figures are sentences per second (source sentences, each
@@ -240,7 +243,9 @@ def _compare(model: Transformer, params, src, src_lens, size: DecodingSize, sear
   speedup (the reference's time over the cache's: above 1, JAX is faster)}.
   """
   cached, recompute = translators(model, size.beam, max_len, search_name)
-  outputs = {"cached": cached(params, src, src_lens), "recompute": recompute(params, src, src_lens)}
+  with common.exact_matmuls():  # the agreement at full float32 (a GPU's TF32 flips near-ties)
+    outputs = {"cached": cached(params, src, src_lens),
+               "recompute": recompute(params, src, src_lens)}
   runs = {"cached": common.blocking(cached, params, src, src_lens),
           "recompute": common.blocking(recompute, params, src, src_lens)}
   agreement, torch_runs = None, {}

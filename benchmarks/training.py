@@ -10,8 +10,10 @@ the same function. The ratio is PyTorch's time over JAX's: above 1, JAX is faste
   transformer  translation Transformer (post-LN encoder-decoder)
 Variants: jax_scan (zoo.LSTM), jax_cudnn (zoo.fast_paths cuDNN LSTM, GPU), jax_vmap / jax_fused
 (zoo.MultiHeadAttention's two paths), torch with its default threads and, on a CPU, torch_1thread
-(the faster of the two is the reference); on a GPU also bfloat16 compute (jax dtype=bfloat16 with
-float32 parameters, torch autocast).
+(the faster of the two is the reference); on a GPU also torch_tf32 (PyTorch's float32 matmuls in
+TF32, which JAX's float32 matmuls use by default on the GPU; the faster of torch and torch_tf32 is
+the reference) and bfloat16 compute (jax dtype=bfloat16 with float32 parameters, torch autocast).
+The twins' agreement is checked at full float32 precision on both sides (common.exact_matmuls).
 """
 
 from __future__ import annotations
@@ -77,10 +79,12 @@ def jax_run(loss_fn: Callable, params: Any, batch: dict[str, np.ndarray]) -> Cal
 
 
 def torch_run(module, loss_fn: Callable, batch: dict, autocast: bool = False,
-              threads: int | None = None) -> Callable:
+              threads: int | None = None, tf32: bool = False) -> Callable:
   """A callable doing one PyTorch training step (zero_grad, forward, backward, Adam) per call.
 
   `threads` sets torch's CPU threads for the call (and restores them after); None keeps them.
+  `tf32`: float32 matmuls in TF32 during the step (torch.set_float32_matmul_precision('high'),
+  restored after); PyTorch's default is full float32.
   """
   import torch  # pylint: disable=import-outside-toplevel
   optimizer = torch.optim.Adam(module.parameters(), lr=LEARNING_RATE)
@@ -98,7 +102,23 @@ def torch_run(module, loss_fn: Callable, batch: dict, autocast: bool = False,
       torch.cuda.synchronize()
     return loss
 
+  if tf32:
+    return with_tf32(with_torch_threads(step, threads))
   return with_torch_threads(step, threads)
+
+
+def with_tf32(fn: Callable[[], Any]) -> Callable[[], Any]:
+  """`fn` run with PyTorch's float32 matmuls in TF32 (the setting restored after)."""
+  import torch  # pylint: disable=import-outside-toplevel
+
+  def run():
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+      return fn()
+    finally:
+      torch.set_float32_matmul_precision(before)
+  return run
 
 
 def with_torch_threads(fn: Callable[[], Any], threads: int | None) -> Callable[[], Any]:
@@ -118,14 +138,17 @@ def with_torch_threads(fn: Callable[[], Any], threads: int | None) -> Callable[[
 
 
 def torch_runs(make_module: Callable, loss_fn: Callable, batch: dict) -> dict[str, Callable]:
-  """PyTorch variants: its default threads, and on a multi-core CPU also one thread.
+  """PyTorch variants: its default threads, and on a multi-core CPU also one thread; on a GPU its
+  default and TF32 matmuls.
 
   On a loaded machine PyTorch's OpenMP threads wait for each other (one of them descheduled) and
   a step can take 10-100 times longer than with one thread; timing both and taking the faster as
   the reference (`_fastest_torch`) gives PyTorch its best setting.
   """
   runs = {"torch": torch_run(make_module(), loss_fn, batch)}
-  if not common.on_gpu() and (os.cpu_count() or 1) > 1:
+  if common.on_gpu():
+    runs["torch_tf32"] = torch_run(make_module(), loss_fn, batch, tf32=True)
+  elif (os.cpu_count() or 1) > 1:
     runs["torch_1thread"] = torch_run(make_module(), loss_fn, batch, threads=1)
   return runs
 
@@ -217,7 +240,7 @@ def _measure(name: str, runs: dict[str, Callable], reference: str, examples: int
 def _fastest_torch(times: dict[str, float | str]) -> str:
   """The float32 PyTorch variant with the shortest time (the reference of the ratios)."""
   timed = {k: v for k, v in times.items()
-           if k in ("torch", "torch_1thread") and isinstance(v, float)}
+           if k in ("torch", "torch_1thread", "torch_tf32") and isinstance(v, float)}
   return min(timed, key=timed.get) if timed else "torch"
 
 
@@ -269,7 +292,8 @@ def prepare(modules: dict[str, Any], jax_loss: Callable, batch: dict[str, np.nda
       return torch_models.load(make_torch(), state).to(device)
 
     tensors = torch_models.to_tensors(batch, device)
-    logits = jax.jit(first.apply)({"params": params}, *(batch[k] for k in inputs))
+    with common.exact_matmuls():
+      logits = jax.jit(first.apply)({"params": params}, *(batch[k] for k in inputs))
     extra["torch_agreement"] = _agreement(torch_model(),
                                           lambda m: m(*(tensors[k] for k in inputs)), logits)
     if extra["torch_agreement"]["agrees"]:

@@ -12,15 +12,19 @@ LSTM. cuDNN's LSTM (`jax.experimental.rnn.lstm`, GPU only) keeps its weights in 
 runs a zoo.LSTM's parameters through cuDNN with zoo.LSTM's conventions (padded steps give zero
 outputs and keep the state, the backward direction starts at each sequence's last real token,
 final states per layer as LSTMState(h, c) of shape (B, n*H)); gradients flow back to the zoo
-parameters through the packing. `FastLSTM` is zoo.LSTM with that choice made per call:
-cuDNN on a GPU for float32 without dropout, the scan everywhere else.
+parameters through the packing. `FastLSTM` is zoo.LSTM with that choice made per call
+(`lstm_implementation`): the scan, on every backend for now, since the one GPU measurement made
+(H100, jax 0.11.2, 2026-11-27, docs/BENCHMARKS.md) found the cuDNN path 1.7x slower than the scan
+for the IMDB classifier's BiLSTM training step (21.3 against 12.4 ms; batch 128, 256 steps, H 128);
+`implementation='cudnn'` asks for it by name.
 
 A bidirectional LSTM runs as 2 x layers one-layer forward-only cuDNN calls (the backward direction
 over each sequence reversed within its length), not as one bidirectional call: on an H200 with jax
 0.11.2 (2026-11-26, benchmarks/gpu_checks.py) the bidirectional kernel's outputs matched zoo.LSTM
 but its final states h_n, c_n did not (relative error 3.1), while the forward-only kernel's final
 states did, ragged and empty sequences included (to 5e-4, the TF32 rounding of the scan they were
-compared with). This form is not yet checked on a GPU.
+compared with). This form passed benchmarks/gpu_checks.py on an H100 (jax 0.11.2, 2026-11-27):
+outputs, final states and gradients of both directions within 3e-7 of the scan at full precision.
 
 cuDNN flat layout, for pseudo-layers p = layer * n + direction (n = 2 when bidirectional):
   W_ih[p] (4H, D_in) for every p, each followed by W_hh[p] (4H, H); then b_ih[p] (4H,) and
@@ -314,10 +318,21 @@ def cudnn_lstm(params: Params, x: jax.Array, lengths: jax.Array | None = None, *
 
 def lstm_implementation(*, dtype: Any = jnp.float32, dropout: bool = False,
                         backend: str | None = None) -> str:
-  """'cudnn' on a GPU for a float32 LSTM without active dropout, 'scan' otherwise."""
+  """What FastLSTM(implementation='auto') runs: 'scan' everywhere for now.
+
+  cuDNN applies on a GPU to a float32 LSTM without active dropout (`cudnn_applies`), but measured
+  there (H100, 2026-11-27: the IMDB classifier's training step, 21.3 ms against the scan's 12.4)
+  it is the slower path, so it is not chosen; ask for implementation='cudnn' to run it.
+  """
+  del dtype, dropout, backend  # the rule has no case where cuDNN wins yet
+  return "scan"
+
+
+def cudnn_applies(*, dtype: Any = jnp.float32, dropout: bool = False,
+                  backend: str | None = None) -> bool:
+  """Whether implementation='cudnn' can run: a GPU, float32, no active dropout."""
   backend = jax.default_backend() if backend is None else backend
-  fits = jnp.dtype(dtype) == jnp.dtype(jnp.float32) and not dropout
-  return "cudnn" if backend == "gpu" and fits else "scan"
+  return backend == "gpu" and jnp.dtype(dtype) == jnp.dtype(jnp.float32) and not dropout
 
 
 class FastLSTM(recurrent.LSTM):

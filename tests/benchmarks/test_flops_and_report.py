@@ -345,3 +345,80 @@ def test_attention_columns_keep_the_variants_order_after_a_json_round_trip():
   text = attention.markdown({"rows": [row], "width": 32, "tokens": 48})
   header = next(line for line in text.splitlines() if line.startswith("| pass"))
   assert header.split("|")[6:-1] == [f" `{n}` " for n in names]
+
+
+def test_cudnn_cell_reads_na_for_float32_and_failed_for_other_errors():
+  """cuDNN's refusal of float32 (its message names no 'cudnn') is 'n/a'; a bfloat16 error is not."""
+  from benchmarks import attention
+  ok = {"seconds": 0.01, "speedup": 1.0, "tflops": 0.1, "peak_fraction": None,
+        "max_relative_error": 0.0, "error": None}
+  refused = dict(ok, seconds=None, speedup=None, tflops=None, max_relative_error=None,
+                 error="RuntimeError: NotImplementedError: Q must be fp16/bf16/fp8_e4m3fn, got "
+                       "float32")
+  rows = [dict(mode="forward", dtype=dtype, head_dim=16, length=24, batch=2, width=32, flops=1.0,
+               reference="flax", results={"flax": dict(ok), "jax_cudnn": dict(refused)})
+          for dtype in ("float32", "bfloat16")]
+  text = attention.markdown({"rows": rows, "width": 32, "tokens": 48})
+  cells = {line.split("|")[2].strip(): line.split("|")[-2].strip()
+           for line in text.splitlines() if line.startswith("| forward")}
+  assert cells == {"float32": "n/a", "bfloat16": "failed"}
+
+
+def test_the_suites_but_translation_runs_import_without_experiments_dependencies():
+  """A GPU machine's python3 has jax, flax, optax, torch but not dacite or tyro: the CLI must load
+  there, importing experiments/ only for the translation_runs suite."""
+  import subprocess
+  import sys
+  code = ("import sys; sys.modules['dacite'] = sys.modules['tyro'] = None\n"
+          "import benchmarks.__main__ as m\n"
+          "assert 'experiments' not in sys.modules, 'experiments imported'\n"
+          "print(sorted(m.SUITES))")
+  done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+  assert done.returncode == 0, done.stderr
+  assert "translation_runs" in done.stdout
+
+
+def test_exact_matmuls_asks_for_full_precision_and_restores_the_default():
+  from benchmarks import common
+  before = jax.config.jax_default_matmul_precision
+  with common.exact_matmuls():
+    assert jax.config.jax_default_matmul_precision == "highest"
+  assert jax.config.jax_default_matmul_precision == before
+
+
+def test_the_training_reference_is_the_fastest_float32_pytorch_setting():
+  from benchmarks import training
+  assert training._fastest_torch({"torch": 0.03, "torch_tf32": 0.02, "torch_bf16_autocast": 0.01,
+                                  "jax_scan": 0.005}) == "torch_tf32"
+  assert training._fastest_torch({"torch": 0.03, "torch_1thread": "failed"}) == "torch"
+
+
+def _timed_row(dtype, head_dim, length, mode):
+  result = {"seconds": 0.01, "speedup": 1.0, "tflops": 0.1, "peak_fraction": None,
+            "max_relative_error": 0.0, "error": None}
+  return dict(_row(dtype, head_dim, length, mode), batch=2, width=32, flops=1.0,
+              reference="flax", results={"flax": dict(result), "zoo_vmap": dict(result)})
+
+
+def test_attention_rows_of_two_gpus_keep_their_device_and_get_a_device_column():
+  from benchmarks import __main__ as cli
+  from benchmarks import attention
+  h200 = {"machine": {"device": "NVIDIA H200"},
+          "suites": {"attention": {"rows": [_timed_row("bfloat16", 64, 1024, "forward")],
+                                   "width": 32, "tokens": 48}}}
+  h100 = {"machine": {"device": "NVIDIA H100 80GB HBM3"},
+          "suites": {"attention": {"rows": [_timed_row("bfloat16", 64, 1024, "forward"),
+                                            _timed_row("float32", 64, 1024, "forward")],
+                                   "width": 32, "tokens": 48}}}
+  results = {"suites": {}}
+  cli._merge_attention(results, h200)
+  cli._merge_attention(results, h100)
+  rows = results["suites"]["attention"]["rows"]
+  # the same grid place on two devices: both rows stay, each with its device
+  assert [(r["device"], r["dtype"]) for r in rows] == [
+      ("NVIDIA H100 80GB HBM3", "bfloat16"), ("NVIDIA H100 80GB HBM3", "float32"),
+      ("NVIDIA H200", "bfloat16")]
+  text = attention.markdown(results["suites"]["attention"])
+  assert "| device | pass |" in text and "| NVIDIA H200 | forward |" in text
+  # rows of one device alone: no device column
+  assert "| device |" not in attention.markdown(h200["suites"]["attention"])
