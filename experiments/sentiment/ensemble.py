@@ -18,7 +18,8 @@ self-training student its pseudo-labelled reviews) and fits two more models on i
 - on request (`--region-epochs N`, N > 0), the region CNN (region_cnn.py): region embeddings
   pretrained on the labelled training reviews and the unlabelled ones (`--region-pretrain-epochs`;
   0 trains the bag-of-words CNN alone), then the CNN on the labelled training reviews for N
-  epochs, the epoch with the best dev accuracy kept. The pretrained embedding is saved beside
+  epochs (with a self-training student's pseudo-labelled reviews too: `--region-train-on all`),
+  the epoch with the best dev accuracy kept. The pretrained embedding is saved beside
   --out (`<out without .json>.region.npz`); `--region-embedding FILE` reuses one instead of
   pretraining (it must come from a run with the same vocabulary).
 
@@ -252,7 +253,8 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                  pv: PVConfig | None = PVConfig(), console: Console | None = None,
                  rule: str = "log_loss", region: RegionConfig | None = None,
                  region_embedding: str | None = None,
-                 region_save: str | None = None) -> dict[str, Any]:
+                 region_save: str | None = None,
+                 region_train_on: str = "labelled") -> dict[str, Any]:
   """Fits NBSVM (and paragraph vectors) on the run's data, chooses fits and blend on dev, scores
   test.
 
@@ -271,6 +273,8 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
     region_embedding: a region embedding saved by an earlier ensemble (region_cnn.save_embedding)
       to use instead of pretraining one.
     region_save: where to save the region embedding this call pretrains (None: nowhere).
+    region_train_on: the region CNN's training reviews, 'labelled' or 'all' (with a student's
+      pseudo-labelled ones; a run without them has its labelled reviews only).
 
   Returns:
     the record written by the command (see the module docstring).
@@ -291,11 +295,11 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   # A self-training student's training split is its labelled reviews, then the pseudo-labelled.
   pseudo = data.report.get("train", {}).get("pseudo_labelled", {}).get("kept", 0)
   sizes = {"labelled": len(ids["train"]) - pseudo, "all": len(ids["train"])}
-  unknown = [name for name in train_on if name not in sizes]
+  unknown = [name for name in [*train_on, region_train_on] if name not in sizes]
   if unknown:
     raise ValueError(f"train_on: unknown names {unknown}; known names are {sorted(sizes)}")
   if not pseudo:  # no pseudo-labelled reviews: 'all' is 'labelled'
-    train_on = ["labelled"]
+    train_on, region_train_on = ["labelled"], "labelled"
 
   scores = {}  # model -> split -> (N,) log-odds
   nbsvm_record, scores["nbsvm"] = _fit_nbsvm(ids, labels, sizes, max_n, costs, train_on, seed,
@@ -309,7 +313,8 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   if region is not None:
     region_record, scores["region_cnn"] = _fit_region_cnn(
         ids, labels, sizes["labelled"], unlabelled if pretrains else None, len(run.task.vocab),
-        region, console, region_embedding, region_save)
+        region, console, region_embedding, region_save,
+        (region_train_on, sizes[region_train_on]))
 
   started = time.perf_counter()
   scores["run"] = {}
@@ -428,11 +433,14 @@ def _fit_paragraph_vectors(ids, labels, labelled, unlabelled, config, console):
 
 
 def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, console,
-                    embedding_file=None, save_to=None):
+                    embedding_file=None, save_to=None, train_on=("labelled", None)):
   """The region embedding pretrained on the labelled training reviews and `unlabelled` (None: no
-  pretraining) and saved to `save_to`, or read from `embedding_file`; then the CNN on the
-  labelled reviews. (the record, the dev-chosen epoch's log-odds)."""
-  pretrained, record = None, {"config": dataclasses.asdict(config), "labelled": labelled}
+  pretraining) and saved to `save_to`, or read from `embedding_file`; then the CNN on the first
+  `train_on[1]` training reviews (named `train_on[0]`; None: the labelled ones). (the record, the
+  dev-chosen epoch's log-odds)."""
+  name, reviews = train_on[0], train_on[1] or labelled
+  pretrained, record = None, {"config": dataclasses.asdict(config), "labelled": labelled,
+                              "train_on": name, "train_reviews": reviews}
   if embedding_file is not None:
     pretrained = region_cnn.load_embedding(embedding_file, vocab_size, config.region)
     record["embedding_file"] = embedding_file
@@ -448,9 +456,9 @@ def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, conso
       region_cnn.save_embedding(save_to, tv, config)
       record["pretraining"]["saved_to"] = save_to
   fit, log_odds = region_cnn.fit_classifier(
-      {"train": [ids["train"][i] for i in range(labelled)], "dev": ids["dev"],
+      {"train": [ids["train"][i] for i in range(reviews)], "dev": ids["dev"],
        "test": ids["test"]},
-      {"train": labels["train"][:labelled], "dev": labels["dev"], "test": labels["test"]},
+      {"train": labels["train"][:reviews], "dev": labels["dev"], "test": labels["test"]},
       vocab_size, config, pretrained, console.note)
   record.update(fit, **_accuracies(log_odds, labels))
   console.note(f"region CNN (epoch {fit['chosen_epoch']}): dev {record['dev_accuracy']:.4f}  "
@@ -489,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help=f"gensim's threads (default {PVConfig.workers}, which trains "
                            f"reproducibly; more are faster and not reproducible)")
   parser.add_argument("--region-epochs", type=int, default=0,
-                      help="the region CNN's passes over the labelled reviews (default 0: left "
+                      help="the region CNN's passes over its training reviews (default 0: left "
                            "out of the blend)")
   parser.add_argument("--region-pretrain-epochs", type=float,
                       default=RegionConfig.pretrain_epochs,
@@ -504,6 +512,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help=f"the region CNN's feature maps (default {RegionConfig.features})")
   parser.add_argument("--region-dim", type=int, default=RegionConfig.dim,
                       help=f"the region embedding's size (default {RegionConfig.dim})")
+  parser.add_argument("--region-train-on", choices=("labelled", "all"), default="labelled",
+                      help="the region CNN's training reviews: the labelled ones (default) or, "
+                           "for a self-training student, with its pseudo-labelled ones ('all')")
   parser.add_argument("--region-lr", type=float, default=RegionConfig.lr,
                       help=f"the region CNN's peak Adam rate, decayed to 0 over its epochs "
                            f"(default {RegionConfig.lr:g})")
@@ -548,7 +559,8 @@ def _write(args: argparse.Namespace, console: Console) -> int:
   save_to = os.path.splitext(args.out)[0] + ".region.npz"
   record = ensemble_run(run, args.max_n, args.costs, args.train_on, args.seed, pv, console,
                         rule=args.blend, region=region, region_embedding=args.region_embedding,
-                        region_save=save_to if region is not None else None)
+                        region_save=save_to if region is not None else None,
+                        region_train_on=args.region_train_on)
   with open(args.out, "w") as f:
     json.dump(record, f, indent=2)
   alone, ens = record["run_alone"], record["ensemble"]

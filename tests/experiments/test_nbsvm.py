@@ -323,6 +323,16 @@ def test_a_students_nbsvm_learns_from_its_labelled_reviews_or_from_all(sample_ru
   assert record["ensemble"]["models"] == ["run", "nbsvm"]  # --pv-epochs 0
   assert "paragraph_vectors" not in record
   assert "NBSVM on all reviews" in capsys.readouterr().err
+  # The region CNN learns from the labelled reviews, or with --region-train-on all from the
+  # pseudo-labelled ones too (its pretraining reads the labelled and the unlabelled reviews).
+  region_out = root / "student_region.json"
+  assert ensemble.main(["--workdir", student, "--out", str(region_out), "--max-n", "1",
+                        "--costs", "1", "--pv-epochs", "0", "--region-epochs", "1",
+                        "--region-features", "8", "--region-dim", "4",
+                        "--region-pretrain-epochs", "0", "--region-train-on", "all"]) == 0
+  region = json.loads(region_out.read_text())["region_cnn"]
+  assert (region["train_on"], region["train_reviews"]) == ("all", labelled + pseudo)
+  assert region["labelled"] == labelled
 
 
 @pytest.mark.usefixtures("quick_compiles")
@@ -344,6 +354,7 @@ def test_the_region_cnn_joins_the_blend_on_request(sample_run, capsys):
   assert region["config"]["features"] == 8 and region["config"]["dim"] == 4
   assert region["config"]["lr"] == 3e-3
   assert region["labelled"] == data.num_examples("train") and region["pretrained"]
+  assert region["train_on"] == "labelled" and region["train_reviews"] == region["labelled"]
   assert region["pretraining"]["texts"] == region["labelled"] + 300
   assert [row["epoch"] for row in region["epochs"]] == [1, 2]
   chosen = region["epochs"][region["chosen_epoch"] - 1]
