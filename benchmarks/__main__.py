@@ -130,9 +130,9 @@ def _merge_attention(results: dict[str, Any], stored: dict[str, Any]) -> None:
   are combined, in the order of the grid (device, dtype, head width, length, pass), a later file's
   row replacing an earlier one of the same place in the grid; each attention row is stamped with
   the device of its file's machine ('device'), and the table gets a device column where rows of
-  several devices meet. Each suite keeps the
-  machine and note it was measured with (a file's own 'suite_machines' / 'suite_notes', else its
-  machine and note), so the rendered block says which suites were measured on another day."""
+  several devices meet. Each suite keeps the machine and note it was measured with (a file's own
+  'suite_machines' / 'suite_notes', else its machine and note), so the rendered block says which
+  suites were measured on another day."""
   results["machine"] = stored.get("machine", results.get("machine"))
   results["settings"] = stored.get("settings", results.get("settings"))
   for name in stored.get("suites", {}):

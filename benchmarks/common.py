@@ -9,6 +9,7 @@ result (`jax.block_until_ready`, `torch.cuda.synchronize`) before returning.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import math
@@ -59,11 +60,14 @@ def on_gpu() -> bool:
   return jax.default_backend() == "gpu"
 
 
-def exact_matmuls():
+def exact_matmuls(gpu: bool | None = None):
   """A context in which JAX's float32 matmuls run at full precision, for the agreement checks (not
-  the timings): on a GPU JAX's default lets them run in TF32 (10-bit mantissas), enough to move a
-  6-layer Transformer's logits by 5e-3 (H100, 2026-11-27) and to flip near-tied argmaxes."""
-  return jax.default_matmul_precision("highest")
+  the timings): on a GPU JAX's default lets them run in TF32 (10-bit mantissas), which likely
+  moved a 6-layer Transformer's logits by 5e-3 (H100, 2026-11-27) and can flip near-tied argmaxes.
+  Elsewhere (`gpu` False; None: the default backend decides) the default is already full float32,
+  and the context changes nothing: switching the setting there would only recompile."""
+  gpu = on_gpu() if gpu is None else gpu
+  return jax.default_matmul_precision("highest") if gpu else contextlib.nullcontext()
 
 
 def blocking(fn: Callable[..., Any], *args) -> Callable[[], Any]:

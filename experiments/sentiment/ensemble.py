@@ -313,8 +313,8 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   if region is not None:
     region_record, scores["region_cnn"] = _fit_region_cnn(
         ids, labels, sizes["labelled"], unlabelled if pretrains else None, len(run.task.vocab),
-        region, console, region_embedding, region_save,
-        (region_train_on, sizes[region_train_on]))
+        region, console, region_embedding, region_save, region_train_on,
+        sizes[region_train_on])
 
   started = time.perf_counter()
   scores["run"] = {}
@@ -433,14 +433,14 @@ def _fit_paragraph_vectors(ids, labels, labelled, unlabelled, config, console):
 
 
 def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, console,
-                    embedding_file=None, save_to=None, train_on=("labelled", None)):
+                    embedding_file=None, save_to=None, train_on="labelled", reviews=None):
   """The region embedding pretrained on the labelled training reviews and `unlabelled` (None: no
   pretraining) and saved to `save_to`, or read from `embedding_file`; then the CNN on the first
-  `train_on[1]` training reviews (named `train_on[0]`; None: the labelled ones). (the record, the
+  `reviews` training reviews (`train_on` names them; None: the `labelled` ones). (the record, the
   dev-chosen epoch's log-odds)."""
-  name, reviews = train_on[0], train_on[1] or labelled
+  reviews = labelled if reviews is None else reviews
   pretrained, record = None, {"config": dataclasses.asdict(config), "labelled": labelled,
-                              "train_on": name, "train_reviews": reviews}
+                              "train_on": train_on, "train_reviews": reviews}
   if embedding_file is not None:
     pretrained = region_cnn.load_embedding(embedding_file, vocab_size, config.region)
     record["embedding_file"] = embedding_file

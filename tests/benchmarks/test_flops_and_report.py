@@ -378,12 +378,17 @@ def test_the_suites_but_translation_runs_import_without_experiments_dependencies
   assert "translation_runs" in done.stdout
 
 
-def test_exact_matmuls_asks_for_full_precision_and_restores_the_default():
+def test_exact_matmuls_asks_for_full_precision_on_a_gpu_only_and_restores_the_default():
   from benchmarks import common
   before = jax.config.jax_default_matmul_precision
-  with common.exact_matmuls():
+  with common.exact_matmuls(gpu=True):
     assert jax.config.jax_default_matmul_precision == "highest"
   assert jax.config.jax_default_matmul_precision == before
+  with common.exact_matmuls(gpu=False):  # already exact there: unchanged, so nothing recompiles
+    assert jax.config.jax_default_matmul_precision == before
+  with common.exact_matmuls():  # this machine's backend decides (the tests run on a CPU)
+    assert jax.config.jax_default_matmul_precision == (
+        "highest" if common.on_gpu() else before)
 
 
 def test_the_training_reference_is_the_fastest_float32_pytorch_setting():
