@@ -443,7 +443,12 @@ def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, conso
                               "train_on": train_on, "train_reviews": reviews}
   if embedding_file is not None:
     pretrained = region_cnn.load_embedding(embedding_file, vocab_size, config.region)
+    # The file's own pretraining settings are recorded, not the command line's, which did not act.
+    record["config"] = {name: value for name, value in record["config"].items()
+                        if name in ("region", "seed")
+                        or name not in region_cnn.PRETRAINING_FIELDS}
     record["embedding_file"] = embedding_file
+    record["pretraining"] = region_cnn.embedding_record(embedding_file)
     console.note(f"region embedding read from {embedding_file}")
   elif unlabelled is not None:
     texts = [ids["train"][i] for i in range(labelled)] + list(unlabelled)

@@ -32,6 +32,7 @@ counts in a region.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from typing import Any, Callable, Sequence
 
@@ -305,12 +306,18 @@ def pretrain(reviews: Sequence[Sequence[int]], vocab_size: int, config: RegionCo
           "seconds": round(time.perf_counter() - started, 1)}
 
 
+PRETRAINING_FIELDS = ("region", "dim", "negatives", "subsample", "pretrain_epochs",
+                      "pretrain_batch", "pretrain_lr", "seed")
+"""The RegionConfig fields that shape a pretrained embedding (saved with it)."""
+
+
 def save_embedding(path: str, pretrained: dict[str, Any], config: RegionConfig) -> None:
-  """Writes `pretrain`'s region embedding (E, b) and the settings it was learned with to `path`
-  (.npz), for `load_embedding`."""
+  """Writes `pretrain`'s region embedding (E, b) and the settings it was learned with
+  (PRETRAINING_FIELDS of `config`, as JSON) to `path` (.npz), for `load_embedding`."""
+  settings = {name: getattr(config, name) for name in PRETRAINING_FIELDS}
   np.savez(path, embedding=np.asarray(pretrained["embedding"], np.float32),
            bias=np.asarray(pretrained["bias"], np.float32), region=config.region,
-           steps=pretrained["steps"], loss=pretrained["loss"])
+           steps=pretrained["steps"], loss=pretrained["loss"], settings=json.dumps(settings))
 
 
 def load_embedding(path: str, vocab_size: int, region: int) -> tuple[jax.Array, jax.Array]:
@@ -335,6 +342,20 @@ def load_embedding(path: str, vocab_size: int, region: int) -> tuple[jax.Array, 
     raise ValueError(f"{path}: pretrained with regions of {int(arrays['region'])} words, but "
                      f"the classifier reads regions of {region}")
   return jnp.asarray(table), jnp.asarray(bias)
+
+
+def embedding_record(path: str) -> dict[str, Any]:
+  """What a file of `save_embedding` says of its own pretraining: its steps, last loss and
+  settings (PRETRAINING_FIELDS; files written before the settings were saved give their region
+  width and size only, read from the arrays)."""
+  with np.load(path) as saved:
+    table = saved["embedding"]
+    record = {"steps": int(saved["steps"]), "loss": float(saved["loss"])}
+    if "settings" in saved.files:
+      record["settings"] = json.loads(str(saved["settings"]))
+    else:
+      record["settings"] = {"region": int(saved["region"]), "dim": int(table.shape[1])}
+  return record
 
 
 # -- the classifier -------------------------------------------------------------------------------

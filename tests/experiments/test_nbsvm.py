@@ -363,13 +363,22 @@ def test_the_region_cnn_joins_the_blend_on_request(sample_run, capsys):
   by_weights = {tuple(row[:-1]): row[-1] for row in record["ensemble"]["dev_accuracy_by_weights"]}
   assert by_weights[0.0, 0.0, 1.0] == region["dev_accuracy"]
   assert "region embedding: step " in capsys.readouterr().err
-  # The pretrained embedding is saved beside --out; reused, it gives the same CNN.
+  # The pretrained embedding is saved beside --out; reused, it gives the same CNN, and the record
+  # gives the file's pretraining settings, not the command line's (which did not act).
   saved = root / "out" / "ensemble_region.region.npz"
   assert region["pretraining"]["saved_to"] == str(saved) and saved.is_file()
   reused = root / "out" / "ensemble_reused.json"
-  assert ensemble.main([*flags, "--region-embedding", str(saved), "--out", str(reused)]) == 0
+  assert ensemble.main([*flags[:-1], "3", "--region-embedding", str(saved),
+                        "--out", str(reused)]) == 0
   again = json.loads(reused.read_text())["region_cnn"]
-  assert again["embedding_file"] == str(saved) and "pretraining" not in again
+  assert again["embedding_file"] == str(saved)
+  assert again["pretraining"] == {
+      "steps": region["pretraining"]["steps"], "loss": region["pretraining"]["loss"],
+      "settings": {"region": 5, "dim": 4, "negatives": 20, "subsample": 1e-4,
+                   "pretrain_epochs": 0.5, "pretrain_batch": 8192, "pretrain_lr": 3e-3,
+                   "seed": 0}}
+  assert "pretrain_epochs" not in again["config"] and "dim" not in again["config"]
+  assert again["config"]["region"] == 5 and again["config"]["features"] == 8
   assert again["epochs"] == [{**row, "seconds": again["epochs"][i]["seconds"]}
                              for i, row in enumerate(region["epochs"])]
   assert f"region embedding read from {saved}" in capsys.readouterr().err

@@ -207,6 +207,14 @@ def test_a_saved_embedding_loads_as_it_was_and_for_its_own_vocabulary_and_region
   with pytest.raises(ValueError, match="pretrained with regions of 5 words, but the classifier "
                                        "reads regions of 3"):
     region_cnn.load_embedding(path, 23, 3)
+  assert region_cnn.embedding_record(path) == {
+      "steps": 9, "loss": 1.5, "settings": {name: getattr(TINY, name) if name != "region" else 5
+                                            for name in region_cnn.PRETRAINING_FIELDS}}
+  # A file written before the settings were saved tells its region width and size only.
+  np.savez(tmp_path / "old.npz", embedding=tv["embedding"], bias=tv["bias"], region=5, steps=9,
+           loss=1.5)
+  assert region_cnn.embedding_record(str(tmp_path / "old.npz")) == {
+      "steps": 9, "loss": 1.5, "settings": {"region": 5, "dim": 5}}
   np.savez(tmp_path / "partial.npz", embedding=tv["embedding"])
   with pytest.raises(ValueError, match="partial.npz: not a region embedding saved by"):
     region_cnn.load_embedding(str(tmp_path / "partial.npz"), 23, 5)
