@@ -138,6 +138,13 @@ def overlap_baseline(data, costs: Sequence[float], console: Console | None = Non
                      ) -> dict[str, Any]:
   """Fits the baseline on `data`'s train split (a pipelines.tasks.matching.MatchingData), one
   logistic regression per cost, dev AUC choosing; the record the command writes."""
+  return fit_overlap(data, costs, console)[0]
+
+
+def fit_overlap(data, costs: Sequence[float], console: Console | None = None
+                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+  """overlap_baseline's record, and the chosen fit's p(same) of every pair by split
+  {'dev': (N_dev,), 'test': (N_test,)}, in the data's order."""
   if not costs or any(c <= 0 for c in costs):
     raise ValueError(f"need at least one positive cost, got {list(costs)}")
   console = console or Console()
@@ -176,7 +183,7 @@ def overlap_baseline(data, costs: Sequence[float], console: Console | None = Non
   order = np.argsort(coef)
   record["most_negative"] = [[names[i], round(float(coef[i]), 4)] for i in order[:15]]
   record["most_positive"] = [[names[i], round(float(coef[i]), 4)] for i in order[::-1][:15]]
-  return record
+  return record, prob
 
 
 def _parser() -> argparse.ArgumentParser:
