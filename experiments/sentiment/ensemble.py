@@ -1,11 +1,11 @@
-"""A trained sentiment run blended with NBSVM and paragraph vectors on its own data, by dev accuracy.
+"""A trained sentiment run blended on dev with NBSVM, paragraph vectors and a region CNN.
 
     python -m experiments.sentiment.ensemble --workdir runs/imdb_self/student \
         --out runs/imdb_self/student/ensemble.json [--max-n 3] [--costs 0.1 0.3 1] \
         [--train-on labelled all] [--pv-epochs 10] [--pv-dim 100] [--pv-workers 2] \
         [--blend log_loss|grid] [--checkpoint best] [--data-dir DIR] \
-        [--region-epochs 0] [--region-pretrain-epochs 2] [--region-features 1000] \
-        [--region-embedding FILE]
+        [--region-epochs 0] [--region-pretrain-epochs 2] [--region-width 5] \
+        [--region-features 1000] [--region-embedding FILE [FILE ...]]
 
 Reads the run's data exactly as the run was trained (its protocol, vocabulary, and for a
 self-training student its pseudo-labelled reviews) and fits two more models on it:
@@ -20,8 +20,11 @@ self-training student its pseudo-labelled reviews) and fits two more models on i
   0 trains the bag-of-words CNN alone), then the CNN on the labelled training reviews for N
   epochs (with a self-training student's pseudo-labelled reviews too: `--region-train-on all`),
   the epoch with the best dev accuracy kept. The pretrained embedding is saved beside
-  --out (`<out without .json>.region.npz`); `--region-embedding FILE` reuses one instead of
-  pretraining (it must come from a run with the same vocabulary).
+  --out (`<out without .json>.region.npz`); `--region-embedding FILE ...` reuses one or more
+  instead of pretraining (each from a run with the same vocabulary, of any region width; the CNN
+  reads them all, as Johnson and Zhang combine embeddings of several widths), and with an explicit
+  `--region-pretrain-epochs` above 0 also pretrains one more, of `--region-width` words, and
+  saves it.
 
 Of each model the fit with the best dev accuracy is kept; then the models' log-odds of 'positive'
 are blended:
@@ -84,6 +87,7 @@ PV_COSTS = (0.01, 0.1, 1.0)  # the logistic regression's C on paragraph vectors,
 BLEND_RULES = ("log_loss", "grid")  # how the blend's weights are chosen on dev (module docstring)
 BOOTSTRAPS = 20  # dev resamples the chosen rule is refitted on, to show how much its weights move
 FOLDS = 5  # the folds of the cross-validated dev accuracy
+GRAD_TOLERANCE = 1e-6  # a log-loss gradient this small counts as zero at the fit's end
 
 
 def accuracy(log_odds: np.ndarray, labels: np.ndarray) -> float:
@@ -176,9 +180,18 @@ def fit_log_loss_weights(dev_log_odds: dict[str, np.ndarray], dev_labels: np.nda
                                    options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 1000})
   v = np.maximum(result.x, 0.0)
   temperature = float(v.sum())
-  if not result.success or temperature <= 0:
-    raise ValueError(f"no blend of {names} fits dev better than a coin (the log-loss fit ended "
-                     f"with {result.message!r} at weights {v.tolist()}): every model's log-odds "
+  # L-BFGS-B may end 'ABNORMAL' when its line search finds no decrease at a minimum already as
+  # flat as float64 tells; the loss is convex, so the minimum is the point where the gradient
+  # vanishes along every free weight and pushes no weight held at 0 below it (KKT).
+  _, grad = loss_and_grad(v)
+  stationary = bool(np.all(np.abs(grad[v > 0]) <= GRAD_TOLERANCE)
+                    and np.all(grad[v == 0] >= -GRAD_TOLERANCE))
+  if not (result.success or stationary):
+    raise ValueError(f"the log-loss fit of the blend of {names} stopped with "
+                     f"{result.message!r} away from its minimum (weights {v.tolist()}, gradient "
+                     f"{grad.tolist()})")
+  if temperature <= 0:
+    raise ValueError(f"no blend of {names} fits dev better than a coin: every model's log-odds "
                      f"point the wrong way on dev")
   weights = {name: float(w) for name, w in zip(names, v / temperature)}
   return weights, {"temperature": temperature, "dev_log_loss": float(result.fun)}
@@ -252,7 +265,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                  train_on: Sequence[str] = ("labelled", "all"), seed: int = 0,
                  pv: PVConfig | None = PVConfig(), console: Console | None = None,
                  rule: str = "log_loss", region: RegionConfig | None = None,
-                 region_embedding: str | None = None,
+                 region_embeddings: Sequence[str] = (),
                  region_save: str | None = None,
                  region_train_on: str = "labelled") -> dict[str, Any]:
   """Fits NBSVM (and paragraph vectors) on the run's data, chooses fits and blend on dev, scores
@@ -269,9 +282,10 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
     pv: the paragraph vectors' settings; None leaves them out of the blend.
     console: where the progress notes go.
     rule: how the blend's weights are chosen on dev: 'log_loss' or 'grid' (module docstring).
-    region: the region CNN's settings; None leaves it out of the blend.
-    region_embedding: a region embedding saved by an earlier ensemble (region_cnn.save_embedding)
-      to use instead of pretraining one.
+    region: the region CNN's settings; None leaves it out of the blend. Its pretrain_epochs above
+      0 pretrain an embedding of `region.region` words on the reviews.
+    region_embeddings: region embeddings saved by earlier ensembles (region_cnn.save_embedding)
+      for the CNN to read too (or instead, with region.pretrain_epochs 0).
     region_save: where to save the region embedding this call pretrains (None: nowhere).
     region_train_on: the region CNN's training reviews, 'labelled' or 'all' (with a student's
       pseudo-labelled ones; a run without them has its labelled reviews only).
@@ -304,7 +318,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   scores = {}  # model -> split -> (N,) log-odds
   nbsvm_record, scores["nbsvm"] = _fit_nbsvm(ids, labels, sizes, max_n, costs, train_on, seed,
                                              console)
-  pretrains = region is not None and region.pretrain_epochs > 0 and region_embedding is None
+  pretrains = region is not None and region.pretrain_epochs > 0
   if pv is not None or pretrains:
     unlabelled = _unlabelled_reviews(run, console)
   if pv is not None:
@@ -313,7 +327,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   if region is not None:
     region_record, scores["region_cnn"] = _fit_region_cnn(
         ids, labels, sizes["labelled"], unlabelled if pretrains else None, len(run.task.vocab),
-        region, console, region_embedding, region_save, region_train_on,
+        region, console, region_embeddings, region_save, region_train_on,
         sizes[region_train_on])
 
   started = time.perf_counter()
@@ -433,33 +447,33 @@ def _fit_paragraph_vectors(ids, labels, labelled, unlabelled, config, console):
 
 
 def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, console,
-                    embedding_file=None, save_to=None, train_on="labelled", reviews=None):
-  """The region embedding pretrained on the labelled training reviews and `unlabelled` (None: no
-  pretraining) and saved to `save_to`, or read from `embedding_file`; then the CNN on the first
-  `reviews` training reviews (`train_on` names them; None: the `labelled` ones). (the record, the
-  dev-chosen epoch's log-odds)."""
+                    embedding_files=(), save_to=None, train_on="labelled", reviews=None):
+  """The region embeddings of `embedding_files`, and one pretrained on the labelled training
+  reviews and `unlabelled` (None: none) and saved to `save_to`; then the CNN over them all on the
+  first `reviews` training reviews (`train_on` names them; None: the `labelled` ones). (the
+  record, the dev-chosen epoch's log-odds)."""
   reviews = labelled if reviews is None else reviews
-  pretrained, record = None, {"config": dataclasses.asdict(config), "labelled": labelled,
-                              "train_on": train_on, "train_reviews": reviews}
-  if embedding_file is not None:
-    pretrained = region_cnn.load_embedding(embedding_file, vocab_size, config.region)
-    # The file's own pretraining settings are recorded, not the command line's, which did not act.
-    record["config"] = {name: value for name, value in record["config"].items()
-                        if name in ("region", "seed")
-                        or name not in region_cnn.PRETRAINING_FIELDS}
-    record["embedding_file"] = embedding_file
-    record["pretraining"] = region_cnn.embedding_record(embedding_file)
-    console.note(f"region embedding read from {embedding_file}")
-  elif unlabelled is not None:
+  pretrained, record = [], {"config": dataclasses.asdict(config), "labelled": labelled,
+                            "train_on": train_on, "train_reviews": reviews}
+  for path in embedding_files:
+    pretrained.append(region_cnn.load_embedding(path, vocab_size))
+    # The file's own pretraining settings are recorded, not the command line's.
+    record.setdefault("reused_embeddings", []).append(
+        {"file": path, **region_cnn.embedding_record(path)})
+    console.note(f"region embedding read from {path} (regions of {pretrained[-1].region} words)")
+  if unlabelled is not None:
     texts = [ids["train"][i] for i in range(labelled)] + list(unlabelled)
     tv = region_cnn.pretrain(texts, vocab_size, config, console.note)
-    pretrained = (tv["embedding"], tv["bias"])
+    pretrained.append(region_cnn.RegionEmbedding(tv["embedding"], tv["bias"], config.region))
     record["pretraining"] = {"texts": len(texts), "steps": tv["steps"],
                              "first_loss": tv["first_loss"], "loss": tv["loss"],
                              "seconds": tv["seconds"]}
     if save_to is not None:
       region_cnn.save_embedding(save_to, tv, config)
       record["pretraining"]["saved_to"] = save_to
+  else:  # nothing pretrained here: the config's pretraining settings did not act
+    record["config"] = {name: value for name, value in record["config"].items()
+                        if name == "seed" or name not in region_cnn.PRETRAINING_FIELDS}
   fit, log_odds = region_cnn.fit_classifier(
       {"train": [ids["train"][i] for i in range(reviews)], "dev": ids["dev"],
        "test": ids["test"]},
@@ -505,14 +519,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="the region CNN's passes over its training reviews (default 0: left "
                            "out of the blend)")
   parser.add_argument("--region-pretrain-epochs", type=float,
-                      default=RegionConfig.pretrain_epochs,
                       help=f"the region embedding's pretraining, in passes over the tokens of "
                            f"the labelled and unlabelled reviews (default "
-                           f"{RegionConfig.pretrain_epochs:g}; 0: the CNN without it)")
-  parser.add_argument("--region-embedding", metavar="FILE",
-                      help="reuse the region embedding an earlier ensemble of a run with the same "
-                           "vocabulary saved (its --out with .region.npz for .json) instead of "
-                           "pretraining one")
+                           f"{RegionConfig.pretrain_epochs:g}; 0: the CNN without it; with "
+                           f"--region-embedding, default 0, and above 0 one more embedding)")
+  parser.add_argument("--region-width", type=int, default=RegionConfig.region,
+                      help=f"the words of a region the embedding pretrained here reads (odd; "
+                           f"default {RegionConfig.region})")
+  parser.add_argument("--region-embedding", metavar="FILE", nargs="+", default=[],
+                      help="reuse region embeddings earlier ensembles of a run with the same "
+                           "vocabulary saved (their --out with .region.npz for .json), of any "
+                           "width; the CNN reads them all")
   parser.add_argument("--region-features", type=int, default=RegionConfig.features,
                       help=f"the region CNN's feature maps (default {RegionConfig.features})")
   parser.add_argument("--region-dim", type=int, default=RegionConfig.dim,
@@ -542,28 +559,41 @@ def _write(args: argparse.Namespace, console: Console) -> int:
   if args.region_epochs < 0:
     raise UsageError(f"--region-epochs must be at least 0, got {args.region_epochs}")
   try:
-    region = (RegionConfig(epochs=args.region_epochs, pretrain_epochs=args.region_pretrain_epochs,
-                           features=args.region_features, dim=args.region_dim,
-                           lr=args.region_lr, seed=args.seed)
+    pretrain_epochs = args.region_pretrain_epochs
+    if pretrain_epochs is None:  # by default an embedding is pretrained unless files are reused
+      pretrain_epochs = 0.0 if args.region_embedding else RegionConfig.pretrain_epochs
+    region = (RegionConfig(epochs=args.region_epochs, pretrain_epochs=pretrain_epochs,
+                           region=args.region_width, features=args.region_features,
+                           dim=args.region_dim, lr=args.region_lr, seed=args.seed)
               if args.region_epochs else None)
   except ValueError as error:
-    flag = lambda match: "--region-" + match.group(1).replace("_", "-")  # noqa: E731
+    flag = lambda match: "--region-" + {"region": "width"}.get(  # noqa: E731
+        match.group(1), match.group(1).replace("_", "-"))
     raise UsageError(re.sub(r"RegionConfig\.(\w+)", flag, str(error))) from None
   run = load_sentiment_run(args.workdir, args.checkpoint, args.data_dir, "ensembles")
-  if args.region_embedding is not None:
+  if args.region_embedding:
     if region is None:
       raise UsageError("--region-embedding needs --region-epochs above 0")
-    if not os.path.isfile(args.region_embedding):
-      raise UsageError(f"--region-embedding: no such file {args.region_embedding}")
-    try:  # checked before the other models are fitted
-      region_cnn.load_embedding(args.region_embedding, len(run.task.vocab), region.region)
-    except ValueError as error:
-      raise UsageError(f"--region-embedding: {error}") from None
+    if len({os.path.abspath(path) for path in args.region_embedding}) < len(
+        args.region_embedding):
+      raise UsageError(f"--region-embedding: a file is given twice in {args.region_embedding}")
+    for path in args.region_embedding:  # checked before the other models are fitted
+      if not os.path.isfile(path):
+        raise UsageError(f"--region-embedding: no such file {path}")
+      try:
+        region_cnn.load_embedding(path, len(run.task.vocab))
+      except ValueError as error:
+        raise UsageError(f"--region-embedding: {error}") from None
   folder = os.path.dirname(os.path.abspath(args.out))
   os.makedirs(folder, exist_ok=True)
   save_to = os.path.splitext(args.out)[0] + ".region.npz"
+  reused = {os.path.abspath(path) for path in args.region_embedding}
+  if region is not None and region.pretrain_epochs > 0 and os.path.abspath(save_to) in reused:
+    raise UsageError(f"--out {args.out} would save the embedding it pretrains over "
+                     f"--region-embedding {save_to}: choose another --out")
   record = ensemble_run(run, args.max_n, args.costs, args.train_on, args.seed, pv, console,
-                        rule=args.blend, region=region, region_embedding=args.region_embedding,
+                        rule=args.blend, region=region,
+                        region_embeddings=args.region_embedding,
                         region_save=save_to if region is not None else None,
                         region_train_on=args.region_train_on)
   with open(args.out, "w") as f:

@@ -17,13 +17,17 @@ over positions t drawn uniformly from all the reviews' tokens. E, b are what the
 
 The classifier, on the labelled training reviews with E, b frozen:
 
-  h_t    = relu(sum_{|j| <= q} W_{x_{t+j}} + A u_t + a)   (F,): the bag of the 2q+1 words at t,
-                                                                and the pretrained region vector
+  h_t    = relu(sum_{|j| <= q} W_{x_{t+j}} + sum_k A_k u_t^k + a)
+                                                   (F,): the bag of the 2q+1 words at t, and the
+                                                   region vector of each pretrained embedding k
+                                                   (Johnson and Zhang combine several, of other
+                                                   region widths; one is the default)
   z      = max over the review's positions t of h_t       (F,)
   logits = V dropout(z) + v                               (2,)
 
 Adam with a cosine decay, the epoch with the best dev accuracy kept. `pretrain=False` leaves u out
 (the supervised bag-of-words CNN alone, for comparison).
+A pretrained embedding is a RegionEmbedding: E, b and the width p it was learned for.
 
 Tokens are the pipeline's ids (pipelines.vocab: 0 pad, 1 unk, 2 bos, 3 eos); the pad id never
 counts in a region.
@@ -37,6 +41,7 @@ import time
 from typing import Any, Callable, Sequence
 
 import flax.linen as nn
+from flax import struct
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -180,28 +185,38 @@ def tv_loss(params: dict[str, jax.Array], regions: jax.Array, targets: jax.Array
   return total / regions.shape[0], hit
 
 
+@struct.dataclass
+class RegionEmbedding:
+  """A pretrained region embedding: table E (V, D), bias b (D,), and its region width p (static
+  under jit: each width compiles its own window sum)."""
+  table: jax.Array
+  bias: jax.Array
+  region: int = struct.field(pytree_node=False)
+
+
 class RegionCNN(nn.Module):
-  """The classifier (module docstring): bag-of-words region features, plus A u_t from a frozen
-  region embedding when one is passed, relu, max over positions, dropout, dense to 2 logits."""
+  """The classifier (module docstring): bag-of-words region features, plus A_k u_t^k from each
+  frozen region embedding passed, relu, max over positions, dropout, dense to 2 logits. The
+  first embedding's A is the parameter 'region', the k-th's (k >= 2) 'region_k'."""
   vocab_size: int
   features: int = 1000
   conv_region: int = 3
-  region: int = 5
   dropout: float = 0.5
 
   @nn.compact
-  def __call__(self, tokens: jax.Array, pretrained: tuple[jax.Array, jax.Array] | None = None, *,
+  def __call__(self, tokens: jax.Array, pretrained: Sequence[RegionEmbedding] = (), *,
                deterministic: bool = True) -> jax.Array:
-    """tokens int (B, L) padded with PAD_ID; pretrained: (E (V, D), b (D,)) or None ->
-    logits (B, 2)."""
+    """tokens int (B, L) padded with PAD_ID; pretrained: the frozen embeddings (none: the
+    bag-of-words CNN alone) -> logits (B, 2)."""
     valid = tokens != PAD_ID  # (B, L)
     words = nn.Embed(self.vocab_size, self.features,
                      embedding_init=nn.initializers.normal(0.01), name="words")(tokens)
     h = window_sum(words * valid[..., None], self.conv_region)  # (B, L, F)
-    if pretrained is not None:
-      table, bias = (jax.lax.stop_gradient(p) for p in pretrained)
-      u = region_vectors(table, bias, tokens, self.region)  # (B, L, D)
-      h = h + nn.Dense(self.features, use_bias=False, name="region")(u)
+    for k, embedding in enumerate(pretrained, start=1):
+      table, bias = (jax.lax.stop_gradient(p) for p in (embedding.table, embedding.bias))
+      u = region_vectors(table, bias, tokens, embedding.region)  # (B, L, D_k)
+      name = "region" if k == 1 else f"region_{k}"
+      h = h + nn.Dense(self.features, use_bias=False, name=name)(u)
     h = jax.nn.relu(h + self.param("bias", nn.initializers.zeros, (self.features,)))
     pooled = jnp.max(jnp.where(valid[..., None], h, 0.0), axis=1)  # (B, F); h >= 0
     pooled = nn.Dropout(self.dropout)(pooled, deterministic=deterministic)
@@ -320,12 +335,17 @@ def save_embedding(path: str, pretrained: dict[str, Any], config: RegionConfig) 
            steps=pretrained["steps"], loss=pretrained["loss"], settings=json.dumps(settings))
 
 
-def load_embedding(path: str, vocab_size: int, region: int) -> tuple[jax.Array, jax.Array]:
-  """(E (V, D), b (D,)) saved by `save_embedding`.
+def load_embedding(path: str, vocab_size: int, region: int | None = None) -> RegionEmbedding:
+  """The embedding saved by `save_embedding`, with the region width it was learned for.
+
+  Args:
+    path: the .npz file.
+    vocab_size: the ids the classifier reads: the file's table must have a row for each.
+    region: the width the caller needs (None: whichever the file holds).
 
   Raises:
     ValueError: naming the file, when it cannot be read, lacks an array, or was learned for
-      another vocabulary size or region width.
+      another vocabulary size or (given `region`) another region width.
   """
   try:
     with np.load(path) as saved:
@@ -338,10 +358,10 @@ def load_embedding(path: str, vocab_size: int, region: int) -> tuple[jax.Array, 
     raise ValueError(f"{path}: the embedding is {table.shape} with bias {bias.shape}, but this "
                      f"run's vocabulary has {vocab_size} ids: it was pretrained on another run's "
                      f"data")
-  if int(arrays["region"]) != region:
+  if region is not None and int(arrays["region"]) != region:
     raise ValueError(f"{path}: pretrained with regions of {int(arrays['region'])} words, but "
                      f"the classifier reads regions of {region}")
-  return jnp.asarray(table), jnp.asarray(bias)
+  return RegionEmbedding(jnp.asarray(table), jnp.asarray(bias), int(arrays["region"]))
 
 
 def embedding_record(path: str) -> dict[str, Any]:
@@ -371,14 +391,15 @@ def _batcher(reviews: Sequence[Sequence[int]], labels: np.ndarray, batch_size: i
 
 def fit_classifier(reviews: dict[str, Sequence[Sequence[int]]], labels: dict[str, np.ndarray],
                    vocab_size: int, config: RegionConfig,
-                   pretrained: tuple[jax.Array, jax.Array] | None,
+                   pretrained: Sequence[RegionEmbedding] = (),
                    log: Callable[[str], None] = lambda _: None
                    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
   """Trains RegionCNN on reviews['train'] and keeps the epoch with the best dev accuracy.
 
   Args:
     reviews, labels: 'train', 'dev' and any other splits to score ('test').
-    pretrained: (E, b) from `pretrain`, or None for the bag-of-words CNN alone.
+    pretrained: the frozen region embeddings (`pretrain`'s, or `load_embedding`'s); none for the
+      bag-of-words CNN alone.
 
   Returns:
     (record: per epoch the train loss and dev accuracy, the chosen epoch, seconds;
@@ -387,8 +408,8 @@ def fit_classifier(reviews: dict[str, Sequence[Sequence[int]]], labels: dict[str
   for split in ("train", "dev"):
     if split not in reviews or not len(reviews[split]):
       raise ValueError(f"fit_classifier needs reviews in the split {split!r}")
-  model = RegionCNN(vocab_size, config.features, config.conv_region, config.region,
-                    config.dropout)
+  pretrained = tuple(pretrained)
+  model = RegionCNN(vocab_size, config.features, config.conv_region, config.dropout)
   train = _batcher(reviews["train"], labels["train"], config.batch_size, config.max_len)
   scored = {split: _batcher(reviews[split], labels[split], config.batch_size, config.max_len)
             for split in reviews if split != "train"}
@@ -447,6 +468,7 @@ def fit_classifier(reviews: dict[str, Sequence[Sequence[int]]], labels: dict[str
       kept = {"dev": dev, **{split: score(params, batcher) for split, batcher in scored.items()
                              if split != "dev"}}
       chosen = epoch + 1
-  record = {"epochs": epochs, "chosen_epoch": chosen, "pretrained": pretrained is not None,
+  record = {"epochs": epochs, "chosen_epoch": chosen, "pretrained": bool(pretrained),
+            "embedding_regions": [embedding.region for embedding in pretrained],
             "seconds": round(time.perf_counter() - started, 1)}
   return record, kept

@@ -172,6 +172,29 @@ def test_log_loss_weights_give_a_reversed_model_nothing():
     ensemble.fit_log_loss_weights({"a": -log_odds["strong"], "b": -log_odds["weak"]}, labels)
 
 
+def test_an_abnormal_end_at_the_minimum_is_kept_and_one_away_from_it_is_not(monkeypatch):
+  """L-BFGS-B's 'ABNORMAL' end (its line search finding no decrease) is accepted where the
+  gradient says the minimum is reached, and named where it is not."""
+  log_odds, labels = _noisy_models(997, seed=5)
+  weights, fit = ensemble.fit_log_loss_weights(log_odds, labels)
+  optimum = np.array([weights[name] for name in log_odds]) * fit["temperature"]
+  minimize = ensemble.scipy.optimize.minimize
+
+  def stopped_at(x):
+    def fake(*args, **kwargs):
+      result = minimize(*args, **kwargs)
+      result.x, result.success, result.message = x, False, "ABNORMAL: "
+      return result
+    return fake
+
+  monkeypatch.setattr(ensemble.scipy.optimize, "minimize", stopped_at(optimum))
+  again, _ = ensemble.fit_log_loss_weights(log_odds, labels)
+  assert again == pytest.approx(weights, abs=1e-9)
+  monkeypatch.setattr(ensemble.scipy.optimize, "minimize", stopped_at(optimum * 1.5))
+  with pytest.raises(ValueError, match=r"stopped with 'ABNORMAL: ' away from its minimum"):
+    ensemble.fit_log_loss_weights(log_odds, labels)
+
+
 @pytest.mark.parametrize("rule", ensemble.BLEND_RULES)
 def test_rule_stability_refits_on_resamples_and_held_out_folds(rule):
   log_odds, labels = _noisy_models(401, seed=6)
@@ -364,24 +387,43 @@ def test_the_region_cnn_joins_the_blend_on_request(sample_run, capsys):
   assert by_weights[0.0, 0.0, 1.0] == region["dev_accuracy"]
   assert "region embedding: step " in capsys.readouterr().err
   # The pretrained embedding is saved beside --out; reused, it gives the same CNN, and the record
-  # gives the file's pretraining settings, not the command line's (which did not act).
+  # gives the file's pretraining settings (the command line's pretraining flags do not act).
   saved = root / "out" / "ensemble_region.region.npz"
   assert region["pretraining"]["saved_to"] == str(saved) and saved.is_file()
   reused = root / "out" / "ensemble_reused.json"
-  assert ensemble.main([*flags[:-1], "3", "--region-embedding", str(saved),
+  assert ensemble.main([*flags[:-2], "--region-dim", "7", "--region-embedding", str(saved),
                         "--out", str(reused)]) == 0
   again = json.loads(reused.read_text())["region_cnn"]
-  assert again["embedding_file"] == str(saved)
-  assert again["pretraining"] == {
-      "steps": region["pretraining"]["steps"], "loss": region["pretraining"]["loss"],
+  assert again["reused_embeddings"] == [{
+      "file": str(saved), "steps": region["pretraining"]["steps"],
+      "loss": region["pretraining"]["loss"],
       "settings": {"region": 5, "dim": 4, "negatives": 20, "subsample": 1e-4,
                    "pretrain_epochs": 0.5, "pretrain_batch": 8192, "pretrain_lr": 3e-3,
-                   "seed": 0}}
-  assert "pretrain_epochs" not in again["config"] and "dim" not in again["config"]
-  assert again["config"]["region"] == 5 and again["config"]["features"] == 8
+                   "seed": 0}}]
+  assert "pretraining" not in again and again["embedding_regions"] == [5]
+  assert not {"pretrain_epochs", "dim", "region"} & set(again["config"])
+  assert again["config"]["features"] == 8 and again["config"]["seed"] == 0
   assert again["epochs"] == [{**row, "seconds": again["epochs"][i]["seconds"]}
                              for i, row in enumerate(region["epochs"])]
-  assert f"region embedding read from {saved}" in capsys.readouterr().err
+  assert (f"region embedding read from {saved} (regions of 5 words)"
+          in capsys.readouterr().err)
+  # With --region-pretrain-epochs given, one more embedding (of --region-width words) is
+  # pretrained, saved, and read beside the reused one.
+  both = root / "out" / "ensemble_both.json"
+  assert ensemble.main([*flags, "--region-width", "3", "--region-embedding", str(saved),
+                        "--out", str(both)]) == 0
+  two = json.loads(both.read_text())["region_cnn"]
+  assert two["embedding_regions"] == [5, 3] and two["config"]["region"] == 3
+  assert [row["file"] for row in two["reused_embeddings"]] == [str(saved)]
+  second = root / "out" / "ensemble_both.region.npz"
+  assert two["pretraining"]["saved_to"] == str(second)
+  assert region_cnn.embedding_record(str(second))["settings"]["region"] == 3
+  # ... but never over the file it reuses.
+  with pytest.raises(SystemExit):
+    ensemble.main([*flags, "--region-embedding", str(saved), "--out",
+                   str(root / "out" / "ensemble_region.json")])
+  assert "would save the embedding it pretrains over --region-embedding" in (
+      capsys.readouterr().err)
   alone = root / "out" / "ensemble_region_alone.json"
   assert ensemble.main([*flags[:-1], "0", "--out", str(alone)]) == 0
   region = json.loads(alone.read_text())["region_cnn"]
@@ -409,6 +451,11 @@ def test_a_region_embedding_of_another_vocabulary_is_refused_before_any_fit(samp
     ensemble.main(["--workdir", workdir, "--out", str(tmp_path / "e.json"),
                    "--region-embedding", str(tmp_path / "other.npz")])
   assert "--region-embedding needs --region-epochs above 0" in capsys.readouterr().err
+  with pytest.raises(SystemExit):
+    ensemble.main(["--workdir", workdir, "--out", str(tmp_path / "e.json"), "--region-epochs",
+                   "1", "--region-embedding", str(tmp_path / "other.npz"),
+                   str(tmp_path / "." / "other.npz")])
+  assert "--region-embedding: a file is given twice" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -418,6 +465,7 @@ def test_a_region_embedding_of_another_vocabulary_is_refused_before_any_fit(samp
     (["--pv-dim", "0"], "--pv-dim and --pv-workers at least 1"),
     (["--region-epochs", "-2"], "--region-epochs must be at least 0, got -2"),
     (["--region-epochs", "1", "--region-features", "0"], "--region-features must be at least 1"),
+    (["--region-epochs", "1", "--region-width", "4"], "--region-width must be odd and positive"),
     (["--region-epochs", "1", "--region-lr", "0"], "--region-lr must be positive, got 0.0"),
     (["--region-epochs", "1", "--region-pretrain-epochs", "-1"],
      "--region-pretrain-epochs must be >= 0"),

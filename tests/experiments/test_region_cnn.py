@@ -13,11 +13,12 @@ import pytest
 from experiments.sentiment import region_cnn
 from experiments.sentiment.region_cnn import RegionCNN
 from experiments.sentiment.region_cnn import RegionConfig
+from experiments.sentiment.region_cnn import RegionEmbedding
 from experiments.sentiment.region_cnn import RegionSampler
 
 TINY = RegionConfig(region=3, dim=6, negatives=4, subsample=1.0, pretrain_epochs=20.0,
-                    pretrain_batch=64, pretrain_lr=0.05, conv_region=3, features=10, epochs=3, batch_size=8,
-                    lr=3e-2, dropout=0.0, max_len=64, seed=1)
+                    pretrain_batch=64, pretrain_lr=0.05, conv_region=3, features=10, epochs=3,
+                    batch_size=8, lr=3e-2, dropout=0.0, max_len=64, seed=1)
 
 
 def _two_topic_reviews(count: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]:
@@ -136,20 +137,55 @@ def test_errors_name_what_is_wrong():
   with pytest.raises(ValueError, match="no word but pad, unk, bos and eos"):
     RegionSampler([[1, 2, 3]], 10, TINY)
   with pytest.raises(ValueError, match="needs reviews in the split 'dev'"):
-    region_cnn.fit_classifier({"train": [[5, 6]]}, {"train": np.array([1])}, 10, TINY, None)
+    region_cnn.fit_classifier({"train": [[5, 6]]}, {"train": np.array([1])}, 10, TINY)
 
 
 def test_padding_changes_no_logit():
-  model = RegionCNN(20, features=6, conv_region=3, region=3, dropout=0.5)
+  model = RegionCNN(20, features=6, conv_region=3, dropout=0.5)
   rng = np.random.default_rng(5)
-  pretrained = (jnp.asarray(rng.normal(size=(20, 4)), jnp.float32), jnp.zeros(4))
+  pretrained = (RegionEmbedding(jnp.asarray(rng.normal(size=(20, 4)), jnp.float32),
+                                jnp.zeros(4), 3),)
   tokens = jnp.asarray([[5, 6, 7, 0, 0], [8, 9, 10, 11, 12]], jnp.int32)
   params = model.init(jax.random.PRNGKey(0), tokens, pretrained)["params"]
   wider = jnp.pad(tokens, ((0, 0), (0, 6)))
   np.testing.assert_allclose(model.apply({"params": params}, tokens, pretrained),
                              model.apply({"params": params}, wider, pretrained), atol=1e-6)
   assert "region" in params and params["words"]["embedding"].shape == (20, 6)
-  assert "region" not in model.init(jax.random.PRNGKey(0), tokens, None)["params"]
+  assert "region" not in model.init(jax.random.PRNGKey(0), tokens)["params"]
+
+
+def test_the_cnn_over_two_embeddings_of_other_widths_by_hand():
+  """h_t = relu(sum of the 3 words' W at t + A_1 u_t^1 + A_2 u_t^2 + a), u^k the region vectors
+  of embedding k over its own width (5 and 1 words here), max over the review's positions, then
+  the dense layer; computed in numpy from the module's parameters."""
+  rng = np.random.default_rng(11)
+  v, f = 17, 5
+  first = RegionEmbedding(jnp.asarray(rng.normal(size=(v, 4)), jnp.float32),
+                          jnp.asarray(rng.normal(size=4), jnp.float32), 5)
+  second = RegionEmbedding(jnp.asarray(rng.normal(size=(v, 3)), jnp.float32),
+                           jnp.asarray(rng.normal(size=3), jnp.float32), 1)
+  tokens = np.array([[4, 9, 16, 5, 7, 0, 0], [3, 12, 8, 6, 10, 11, 13]], np.int32)  # (2, 7)
+  model = RegionCNN(v, features=f, conv_region=3, dropout=0.0)
+  params = model.init(jax.random.PRNGKey(2), jnp.asarray(tokens), (first, second))["params"]
+  assert params["region"]["kernel"].shape == (4, f) and params["region_2"]["kernel"].shape == (3, f)
+  params = jax.tree_util.tree_map(lambda x: x + 0.1 * rng.normal(size=x.shape), params)
+  got = model.apply({"params": params}, jnp.asarray(tokens), (first, second))  # (2, 2)
+  p = jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64), params)
+  tables = [(np.asarray(e.table, np.float64), np.asarray(e.bias, np.float64), e.region)
+            for e in (first, second)]
+  for b, row in enumerate(tokens):
+    length = int(np.sum(row != 0))
+    pooled = np.full(f, -np.inf)
+    for t in range(length):
+      h = sum(p["words"]["embedding"][row[t + j]] for j in (-1, 0, 1) if 0 <= t + j < length)
+      for (table, bias, width), name in zip(tables, ("region", "region_2")):
+        half = width // 2
+        u = np.maximum(sum(table[row[t + j]] for j in range(-half, half + 1)
+                           if 0 <= t + j < length) + bias, 0.0)
+        h = h + u @ p[name]["kernel"]
+      pooled = np.maximum(pooled, np.maximum(h + p["bias"], 0.0))
+    want = pooled @ p["classifier"]["kernel"] + p["classifier"]["bias"]
+    np.testing.assert_allclose(got[b], want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.fixture(scope="module")
@@ -173,10 +209,10 @@ def test_pretraining_lowers_the_loss_and_gives_each_word_a_vector(topics):
 @pytest.mark.parametrize("pretrain", [False, True])
 def test_the_classifier_learns_the_topics_and_repeats(topics, pretrain):
   reviews, labels = topics
-  pretrained = None
+  pretrained = ()
   if pretrain:
     tv = region_cnn.pretrain(reviews["train"], 80, TINY)
-    pretrained = (tv["embedding"], tv["bias"])
+    pretrained = (RegionEmbedding(tv["embedding"], tv["bias"], TINY.region),)
   notes = []
   record, log_odds = region_cnn.fit_classifier(reviews, labels, 80, TINY, pretrained,
                                                notes.append)
@@ -184,6 +220,7 @@ def test_the_classifier_learns_the_topics_and_repeats(topics, pretrain):
   best = max(row["dev_accuracy"] for row in record["epochs"])
   assert record["epochs"][record["chosen_epoch"] - 1]["dev_accuracy"] == best
   assert record["pretrained"] is pretrain and len(notes) == 3
+  assert record["embedding_regions"] == ([TINY.region] if pretrain else [])
   assert np.mean((log_odds["dev"] > 0) == labels["dev"]) == best
   assert np.mean((log_odds["test"] > 0) == labels["test"]) >= 0.9
   assert set(log_odds) == {"dev", "test"}
@@ -198,9 +235,10 @@ def test_a_saved_embedding_loads_as_it_was_and_for_its_own_vocabulary_and_region
         "bias": rng.normal(size=5).astype(np.float32), "steps": 9, "loss": 1.5}
   path = str(tmp_path / "tv.npz")
   region_cnn.save_embedding(path, tv, dataclasses.replace(TINY, region=5))
-  table, bias = region_cnn.load_embedding(path, 23, 5)
-  np.testing.assert_array_equal(table, tv["embedding"])
-  np.testing.assert_array_equal(bias, tv["bias"])
+  loaded = region_cnn.load_embedding(path, 23, 5)
+  np.testing.assert_array_equal(loaded.table, tv["embedding"])
+  np.testing.assert_array_equal(loaded.bias, tv["bias"])
+  assert loaded.region == 5 and region_cnn.load_embedding(path, 23).region == 5
   with pytest.raises(ValueError, match=r"tv.npz: the embedding is \(23, 5\) with bias \(5,\), "
                                        r"but this run's vocabulary has 24 ids"):
     region_cnn.load_embedding(path, 24, 5)
