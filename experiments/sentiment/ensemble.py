@@ -306,8 +306,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                      f"run was trained on")
   ids = {split: data.splits[split].sequences["tokens"] for split in ("train", "dev", "test")}
   labels = {split: np.asarray(data.splits[split].scalars["label"]) for split in ids}
-  # A self-training student's training split is its labelled reviews, then the pseudo-labelled.
-  pseudo = data.report.get("train", {}).get("pseudo_labelled", {}).get("kept", 0)
+  pseudo = pseudo_labelled_count(data)
   sizes = {"labelled": len(ids["train"]) - pseudo, "all": len(ids["train"])}
   unknown = [name for name in [*train_on, region_train_on] if name not in sizes]
   if unknown:
@@ -402,6 +401,21 @@ def _fit_nbsvm(ids, labels, sizes, max_n, costs, train_on, seed, console):
   chosen = max(per_fit, key=lambda row: row["dev_accuracy"])  # the first of the best
   record = {"max_n": max_n, "fits": per_fit, "chosen": chosen, "count_s": count_s}
   return record, fitted[chosen["train_on"], chosen["cost"]]
+
+
+def pseudo_labelled_count(data) -> int:
+  """How many of the training split's reviews are a self-training student's pseudo-labelled
+  ones: they come after IMDB's labelled reviews (0 for any other run)."""
+  return data.report.get("train", {}).get("pseudo_labelled", {}).get("kept", 0)
+
+
+def region_pretraining_reviews(run: runs.Run, console: Console) -> list:
+  """The reviews a region embedding is pretrained on, as the ensemble pretrains it: the run's
+  labelled training reviews (never a student's pseudo-labelled ones), then IMDB's unlabelled
+  ones, as ids of the run's vocabulary."""
+  train = run.task.data.splits["train"].sequences["tokens"]
+  labelled = len(train) - pseudo_labelled_count(run.task.data)
+  return [train[i] for i in range(labelled)] + _unlabelled_reviews(run, console)
 
 
 def _unlabelled_reviews(run: runs.Run, console: Console) -> list[list[int]]:

@@ -14,6 +14,7 @@ from experiments import config as config_lib
 from experiments import runs
 from experiments import trainer
 from experiments.sentiment import ensemble
+from experiments.sentiment import pretrain_region
 from experiments.sentiment import pseudo_label
 from experiments.sentiment import region_cnn
 from experiments.sentiment.nbsvm import NBSVM
@@ -418,6 +419,24 @@ def test_the_region_cnn_joins_the_blend_on_request(sample_run, capsys):
   second = root / "out" / "ensemble_both.region.npz"
   assert two["pretraining"]["saved_to"] == str(second)
   assert region_cnn.embedding_record(str(second))["settings"]["region"] == 3
+  # The pretraining alone (experiments.sentiment.pretrain_region), with the same settings and
+  # seed, writes the file the ensemble saved.
+  alone_file = root / "out" / "alone.region.npz"
+  assert pretrain_region.main(["--workdir", workdir, "--out", str(alone_file), "--width", "5",
+                               "--epochs", "0.5", "--dim", "4"]) == 0
+  with np.load(saved) as want, np.load(alone_file) as got:
+    assert sorted(got.files) == sorted(want.files)
+    for name in want.files:
+      np.testing.assert_array_equal(got[name], want[name])
+  assert f"saved to {alone_file}" in capsys.readouterr().err
+  for argv, message in [(["--out", str(root / "x.npz")], "--out must end in .region.npz"),
+                        (["--out", str(alone_file), "--width", "4"],
+                         "--width must be odd and positive, got 4"),
+                        (["--out", str(alone_file), "--epochs", "0"],
+                         "--epochs must be positive, got 0.0")]:
+    with pytest.raises(SystemExit):
+      pretrain_region.main(["--workdir", workdir, *argv])
+    assert message in capsys.readouterr().err
   # ... but never over the file it reuses.
   with pytest.raises(SystemExit):
     ensemble.main([*flags, "--region-embedding", str(saved), "--out",
