@@ -98,16 +98,6 @@ def mean_blend(prob: dict[str, np.ndarray]) -> np.ndarray:
   return 1.0 / (1.0 + np.exp(-z))
 
 
-def _member_names(workdirs: Sequence[str]) -> list[str]:
-  """Each run's name in the record: its workdir, which tells apart runs of one model."""
-  seen = set()
-  for workdir in workdirs:
-    if workdir in seen:
-      raise UsageError(f"--workdir {workdir} is given twice")
-    seen.add(workdir)
-  return list(workdirs)
-
-
 def _score_members(args: argparse.Namespace, console: Console
                    ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, np.ndarray],
                               dict[str, Any]]:
@@ -117,7 +107,7 @@ def _score_members(args: argparse.Namespace, console: Console
   labels: dict[str, np.ndarray] = {}
   pairs: dict[str, list[tuple[str, str]]] = {}
   data = None
-  for name in _member_names(args.workdir):
+  for name in args.workdir:
     run = runs.load_run(name, args.checkpoint, args.data_dir, experiment="matching",
                         command="experiments.matching.ensemble")
     texts = {split: run.task.data.texts(split) for split in SPLITS}
@@ -191,6 +181,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     raise UsageError(f"--cost must be positive, got {args.cost}")
   if args.folds < 2:
     raise UsageError(f"--folds must be at least 2, got {args.folds}")
+  given_twice = sorted({w for w in args.workdir if args.workdir.count(w) > 1})
+  if given_twice:
+    raise UsageError(f"--workdir {given_twice[0]} is given twice")
   if len(args.workdir) + int(args.overlap) < 2:
     raise UsageError("a stack needs at least two members: give another --workdir or --overlap")
   record = ensemble(args, console)
