@@ -31,9 +31,16 @@ def _project(tmp_path: Path) -> Path:
   return tmp_path
 
 
+def _env(**env: str) -> dict[str, str]:
+  """This process's environment without the scripts' own settings (a suite run as
+  `WORKERS=1 bash scripts/test.sh` must not hand WORKERS to the scripts under test), plus env."""
+  outer = {k: v for k, v in os.environ.items() if k not in ("WORKERS", "EXTRAS")}
+  return {**outer, **env}
+
+
 def _setup(project: Path, **env) -> subprocess.CompletedProcess:
   return subprocess.run(["bash", "scripts/setup.sh"], cwd=project, capture_output=True, text=True,
-                        env={**os.environ, **env}, check=True)
+                        env=_env(**env), check=True)
 
 
 def _pip_calls(project: Path) -> list[str]:
@@ -68,7 +75,7 @@ def test_test_script_runs_on_two_workers_reports_the_slowest_and_fails_on_a_fail
       "def test_passes():\n  assert os.environ['PYTEST_XDIST_WORKER_COUNT'] == '2'\n\n"
       "def test_fails():\n  assert False, 'the failure'\n")
   run = subprocess.run(["bash", "scripts/test.sh", "probe", "-p", "no:cacheprovider"],
-                       cwd=project, capture_output=True, text=True, timeout=120)
+                       cwd=project, capture_output=True, text=True, timeout=120, env=_env())
   assert run.returncode == 1, run.stdout + run.stderr
   assert "1 failed, 1 passed" in run.stdout and "the failure" in run.stdout
   assert "slowest 15 durations" in run.stdout
