@@ -319,7 +319,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                                              console)
   pretrains = region is not None and region.pretrain_epochs > 0
   if pv is not None or pretrains:
-    unlabelled = _unlabelled_reviews(run, console)
+    unlabelled = unlabelled_reviews(run, console)
   if pv is not None:
     pv_record, scores["paragraph_vectors"] = _fit_paragraph_vectors(
         ids, labels, sizes["labelled"], unlabelled, pv, console)
@@ -415,10 +415,10 @@ def region_pretraining_reviews(run: runs.Run, console: Console) -> list:
   ones, as ids of the run's vocabulary."""
   train = run.task.data.splits["train"].sequences["tokens"]
   labelled = len(train) - pseudo_labelled_count(run.task.data)
-  return [train[i] for i in range(labelled)] + _unlabelled_reviews(run, console)
+  return [train[i] for i in range(labelled)] + unlabelled_reviews(run, console)
 
 
-def _unlabelled_reviews(run: runs.Run, console: Console) -> list[list[int]]:
+def unlabelled_reviews(run: runs.Run, console: Console) -> list[list[int]]:
   """IMDB's unlabelled reviews, as ids of the run's vocabulary (cut to its max_len); reviews
   without a word are counted and left out."""
   started = time.perf_counter()

@@ -1,0 +1,665 @@
+"""An LSTM language model pretrained on IMDB's own reviews, then fine-tuned as a sentiment
+classifier: the LM-LSTM of Dai and Le (2015, "Semi-supervised sequence learning"), with the
+concatenated pooling of Howard and Ruder (2018, ULMFiT). A member of the ensemble (ensemble.py,
+`--member`), and a model of its own.
+
+Pretraining, without labels, on the labelled training reviews and IMDB's 50,000 unlabelled ones
+(never dev's or test's), each followed by eos and all concatenated into one stream of ids, cut
+into windows of L tokens at an offset drawn for each epoch:
+
+  e_t      = worddrop(E[x_t])                                  (De,)  E: (V, De); a dropped word's
+                                                                      whole vector is zero
+  h_t      = LSTM(e_1 .. e_t)                                  (H,)   zoo.LSTM, from a zero state
+                                                                      at each window's start
+  logits_t = (W dropout(h_t) + b) E^T + c                      (V,)   the output layer tied to
+                                                                      the input embedding
+  loss     = mean over the window's t of -log softmax(logits_t)[x_{t+1}]
+
+Fine-tuning, on the labelled training reviews (dev chooses the epoch), embedding and LSTM
+initialised from the language model:
+
+  h_1 .. h_n = LSTM(worddrop(E[x_1 .. x_n]))      the review's n tokens (at most max_len)
+  z          = [h_n, max_t h_t, mean_t h_t]       (3H,)
+  logits     = V dropout(z) + v                   (2,)
+
+Both use Adam on gradients clipped to a global norm, the learning rate warmed up linearly and then
+decayed along a cosine to a tenth of its peak.
+
+This file imports nothing of experiments/ (only jax, flax, optax, numpy, zoo and pipelines), so a
+machine with no more than those runs it by path, e.g. a GPU machine:
+
+  PYTHONPATH=. python3 experiments/sentiment/lstm_lm.py pretrain --reviews R.npz --out DIR ...
+  PYTHONPATH=. python3 experiments/sentiment/lstm_lm.py finetune --reviews R.npz \
+      --pretrained DIR/lm.npz --out DIR --seeds 0 1 2 ...
+
+where R.npz is `python -m experiments.sentiment.export_reviews`'s file (its docstring has the
+format). `pretrain` writes lm.npz (the parameters) and lm.json (settings, losses, held-out
+perplexity); `finetune` writes classifier-seedS.npz (dev's and test's log-odds of 'positive'
+with IMDB's record indices, what ensemble.py's `--member` reads) and classifier-seedS.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import flax.linen as nn
+from flax import traverse_util
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from pipelines.batching import Batcher
+from pipelines.batching import Ragged
+from pipelines.vocab import EOS_ID
+import zoo
+
+Params = Any
+REVIEW_SPLITS = ("train", "dev", "test", "unlabelled")
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """The network both stages share.
+
+  Attributes:
+    embed_dim: De, the word vectors' width (also the tied output layer's).
+    hidden_size: H, the LSTM's state width.
+    num_layers: stacked LSTM layers.
+    word_dropout: the share of words whose whole input vector is dropped.
+    dtype: 'float32' or 'bfloat16': the matmuls' dtype (parameters, LSTM gates and losses stay
+      float32).
+  """
+  embed_dim: int = 256
+  hidden_size: int = 1024
+  num_layers: int = 1
+  word_dropout: float = 0.1
+  dtype: str = "float32"
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig:
+  """Language-model pretraining.
+
+  Attributes:
+    window: L, the tokens of one training window.
+    batch_size: windows per step.
+    epochs: passes over the stream (fractions allowed); sets the steps unless `steps` does.
+    steps: the optimizer steps (None: from `epochs`).
+    time_budget_s: if set, the steps are cut, once the first steps are timed, to what fits this
+      many seconds of training (the record says so); the cosine decays over the steps kept.
+    output_dropout: dropout on the LSTM's outputs before the output layer.
+    lr, warmup_steps, clip: the peak learning rate, its linear warm-up, the gradients' norm cap.
+    seed: initialisation, dropout and the windows' offsets and order.
+  """
+  window: int = 256
+  batch_size: int = 128
+  epochs: float = 10.0
+  steps: int | None = None
+  time_budget_s: float | None = None
+  output_dropout: float = 0.2
+  lr: float = 2e-3
+  warmup_steps: int = 200
+  clip: float = 1.0
+  seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneConfig:
+  """Classifier fine-tuning.
+
+  Attributes:
+    epochs: passes over the labelled training reviews; dev's best epoch is kept.
+    batch_size: reviews per step.
+    max_len: a review's tokens kept (its first ones).
+    widths: the padded widths of the length buckets (the last is max_len).
+    dropout: dropout on the pooled features z.
+    lr, warmup_fraction, clip: the peak learning rate, the share of the steps warming up to it,
+      the gradients' norm cap.
+    seed: the head's initialisation (and the trunk's, unpretrained), dropout, batch order.
+  """
+  epochs: int = 4
+  batch_size: int = 64
+  max_len: int = 512
+  widths: tuple[int, ...] = (128, 256, 384, 512)
+  dropout: float = 0.5
+  lr: float = 5e-4
+  warmup_fraction: float = 0.1
+  clip: float = 1.0
+  seed: int = 0
+
+
+# ---- reviews
+
+
+@dataclasses.dataclass(frozen=True)
+class Reviews:
+  """The reviews of `export_reviews`' file: ids of the run's vocabulary, per split.
+
+  Attributes:
+    vocab_size: V.
+    ids: split -> Ragged of token ids ('train', 'dev', 'test', 'unlabelled').
+    labels: split -> int32 (N,) 0/1 for 'train', 'dev', 'test'.
+    index: split -> int64 (N,), each review's index in IMDB's own split, for 'dev' and 'test'.
+    source: what the file was exported from (a dict).
+  """
+  vocab_size: int
+  ids: Mapping[str, Ragged]
+  labels: Mapping[str, np.ndarray]
+  index: Mapping[str, np.ndarray]
+  source: Mapping[str, Any]
+
+
+def load_reviews(path: str) -> Reviews:
+  """Reads and checks an exported reviews file; a ValueError names what is missing or wrong."""
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"no reviews file at {path}: write one with "
+                            f"`python -m experiments.sentiment.export_reviews`")
+  try:
+    data = np.load(path)
+    arrays = {key: data[key] for key in data.files}
+  except Exception as e:  # a truncated or foreign file
+    raise ValueError(f"{path} is not a readable .npz reviews file ({e})") from e
+  wanted = ["vocab_size", "source"] + [f"{split}_{part}" for split in REVIEW_SPLITS
+                                       for part in ("ids", "lengths")]
+  wanted += [f"{split}_labels" for split in ("train", "dev", "test")]
+  wanted += [f"{split}_index" for split in ("dev", "test")]
+  missing = [key for key in wanted if key not in arrays]
+  if missing:
+    raise ValueError(f"{path} lacks {missing}: not a file of export_reviews")
+  vocab_size = int(arrays["vocab_size"])
+  ids = {}
+  for split in REVIEW_SPLITS:
+    flat, lengths = arrays[f"{split}_ids"].astype(np.int32), arrays[f"{split}_lengths"]
+    if lengths.sum() != len(flat) or (lengths < 1).any():
+      raise ValueError(f"{path}: {split}_lengths do not cut {split}_ids into non-empty reviews")
+    if len(flat) and (flat.min() < 0 or flat.max() >= vocab_size):
+      raise ValueError(f"{path}: {split}_ids outside the vocabulary [0, {vocab_size})")
+    ids[split] = Ragged(flat, lengths.astype(np.int64))
+  labels = {split: arrays[f"{split}_labels"].astype(np.int32) for split in ("train", "dev", "test")}
+  for split, values in labels.items():
+    if len(values) != len(ids[split]) or not np.isin(values, (0, 1)).all():
+      raise ValueError(f"{path}: {split}_labels must hold one 0/1 label per review")
+  index = {split: arrays[f"{split}_index"].astype(np.int64) for split in ("dev", "test")}
+  for split, values in index.items():
+    if len(values) != len(ids[split]):
+      raise ValueError(f"{path}: {split}_index must hold one index per review")
+  return Reviews(vocab_size, ids, labels, index, json.loads(str(arrays["source"])))
+
+
+def lm_stream(reviews: Sequence[Ragged]) -> np.ndarray:
+  """The reviews of every Ragged, each followed by EOS_ID, as one int32 stream (T,)."""
+  parts = []
+  for ragged in reviews:
+    ends = np.cumsum(ragged.lengths)
+    parts.append(np.insert(ragged.flat.astype(np.int32), ends, EOS_ID))
+  return np.concatenate(parts)
+
+
+def lm_windows(stream: np.ndarray, window: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+  """The stream from `offset` cut into (inputs, targets), each int32 (N, window): targets are the
+  inputs shifted one token on; the tail that fills no whole window is left out."""
+  if not 0 <= offset < window:
+    raise ValueError(f"offset: expected 0 <= offset < window = {window}, got {offset}")
+  count = (len(stream) - offset - 1) // window
+  if count < 1:
+    raise ValueError(f"a stream of {len(stream)} tokens fills no window of {window} + 1 tokens")
+  end = offset + count * window
+  return (stream[offset:end].reshape(count, window),
+          stream[offset + 1:end + 1].reshape(count, window))
+
+
+def epoch_batches(stream: np.ndarray, window: int, batch_size: int, seed: int,
+                  epoch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+  """One epoch's (inputs, targets) batches, each (batch_size, window): windows at an offset, in
+  an order, both drawn from (seed, epoch); the windows that fill no whole batch are left out."""
+  rng = np.random.default_rng([seed, epoch])
+  inputs, targets = lm_windows(stream, window, int(rng.integers(window)))
+  order = rng.permutation(len(inputs))
+  for start in range(0, len(order) - batch_size + 1, batch_size):
+    rows = order[start:start + batch_size]
+    yield inputs[rows], targets[rows]
+
+
+def warmup_cosine(step: int, total: int, peak: float, warmup: int) -> float:
+  """The learning rate of step `step` (0-based) of `total`: linear from peak/warmup up to the peak
+  over `warmup` steps, then a cosine from the peak down to peak/10 at the last step."""
+  if step < warmup:
+    return peak * (step + 1) / warmup
+  progress = (step - warmup) / max(total - warmup - 1, 1)
+  return peak * (0.1 + 0.9 * 0.5 * (1.0 + np.cos(np.pi * min(progress, 1.0))))
+
+
+# ---- models
+
+
+def concat_pool(outputs: jax.Array, last: jax.Array, lengths: jax.Array) -> jax.Array:
+  """[last state, max over time, mean over time] of each sequence's real steps.
+
+  Args:
+    outputs: (B, L, H), the LSTM's outputs (padded steps ignored).
+    last: (B, H), the state after each sequence's last real token.
+    lengths: int (B,), real steps per sequence, each >= 1.
+
+  Returns:
+    float32 (B, 3H).
+  """
+  outputs = outputs.astype(jnp.float32)
+  valid = jnp.arange(outputs.shape[1])[None, :] < lengths[:, None]  # (B, L)
+  largest = jnp.max(jnp.where(valid[..., None], outputs, -jnp.inf), axis=1)  # (B, H)
+  mean = (jnp.sum(jnp.where(valid[..., None], outputs, 0.0), axis=1)
+          / jnp.maximum(lengths, 1)[:, None].astype(jnp.float32))
+  return jnp.concatenate([last.astype(jnp.float32), largest, mean], axis=-1)
+
+
+class Trunk(nn.Module):
+  """Embedding, word dropout and the LSTM, shared by both stages (see the module docstring)."""
+  vocab_size: int
+  config: ModelConfig
+
+  def setup(self):
+    c = self.config
+    self.embed = nn.Embed(self.vocab_size, c.embed_dim, dtype=DTYPES[c.dtype])
+    self.word_dropout = nn.Dropout(c.word_dropout, broadcast_dims=(2,))
+    self.lstm = zoo.LSTM(c.hidden_size, c.num_layers, dtype=DTYPES[c.dtype])
+
+  def __call__(self, tokens: jax.Array, lengths: jax.Array | None, deterministic: bool
+               ) -> tuple[jax.Array, jax.Array]:
+    """tokens int (B, L) -> (outputs (B, L, H), top layer's final h (B, H))."""
+    x = self.word_dropout(self.embed(tokens), deterministic=deterministic)  # (B, L, De)
+    outputs, finals = self.lstm(x, lengths)
+    return outputs, finals[-1].h
+
+
+class LanguageModel(nn.Module):
+  """The pretraining network: logits of the next token at every step, output tied to input."""
+  vocab_size: int
+  config: ModelConfig
+  output_dropout: float = 0.2
+
+  def setup(self):
+    self.trunk = Trunk(self.vocab_size, self.config)
+    self.dropout = nn.Dropout(self.output_dropout)
+    self.project = nn.Dense(self.config.embed_dim, dtype=DTYPES[self.config.dtype])
+    self.output_bias = self.param("output_bias", nn.initializers.zeros_init(),
+                                  (self.vocab_size,))
+
+  def __call__(self, tokens: jax.Array, deterministic: bool = True) -> jax.Array:
+    """tokens int (B, L) -> float32 logits (B, L, V)."""
+    outputs, _ = self.trunk(tokens, None, deterministic)  # (B, L, H)
+    query = self.project(self.dropout(outputs, deterministic=deterministic))  # (B, L, De)
+    table = self.trunk.embed.variables["params"]["embedding"]  # (V, De), the input embedding
+    logits = jnp.einsum("bld,vd->blv", query, table.astype(query.dtype),
+                        preferred_element_type=jnp.float32)  # float32 even from bfloat16
+    return logits + self.output_bias
+
+
+class Classifier(nn.Module):
+  """The fine-tuned network: two logits (negative, positive) per review."""
+  vocab_size: int
+  config: ModelConfig
+  dropout: float = 0.5
+
+  @nn.compact
+  def __call__(self, tokens: jax.Array, lengths: jax.Array,
+               deterministic: bool = True) -> jax.Array:
+    """tokens int (B, L), lengths int (B,) >= 1 -> float32 logits (B, 2)."""
+    outputs, last = Trunk(self.vocab_size, self.config, name="trunk")(tokens, lengths,
+                                                                       deterministic)
+    pooled = concat_pool(outputs, last, lengths)  # (B, 3H)
+    pooled = nn.Dropout(self.dropout)(pooled, deterministic=deterministic)
+    return nn.Dense(2, name="head")(pooled)
+
+
+def lm_loss(logits: jax.Array, targets: jax.Array) -> jax.Array:
+  """Mean next-token cross-entropy in nats: logits (B, L, V), targets int (B, L) -> ()."""
+  return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
+
+
+def _optimizer(clip: float) -> optax.GradientTransformation:
+  """Adam's direction after clipping; the step's learning rate scales it (`_apply`)."""
+  return optax.chain(optax.clip_by_global_norm(clip), optax.scale_by_adam())
+
+
+def _apply(params: Params, updates: Params, lr: jax.Array) -> Params:
+  return jax.tree_util.tree_map(lambda p, u: p - lr * u, params, updates)
+
+
+# ---- pretraining
+
+
+def pretrain(reviews: Reviews, model_config: ModelConfig, config: PretrainConfig,
+             log: Callable[[str], None] = lambda _: None) -> tuple[Params, dict[str, Any]]:
+  """Trains the language model on the training and unlabelled reviews (module docstring).
+
+  Returns:
+    (the LanguageModel's parameters, a record: settings, steps, the train loss along the way, the
+     held-out loss and perplexity on dev's reviews, seconds).
+  """
+  stream = lm_stream([reviews.ids["train"], reviews.ids["unlabelled"]])  # (T,)
+  held_out = lm_stream([reviews.ids["dev"]])
+  model = LanguageModel(reviews.vocab_size, model_config, config.output_dropout)
+  per_epoch = len(lm_windows(stream, config.window, 0)[0]) // config.batch_size
+  if per_epoch < 1:
+    raise ValueError(f"the stream's {len(stream):,} tokens fill no batch of {config.batch_size} "
+                     f"windows of {config.window}")
+  total = config.steps if config.steps is not None else max(int(config.epochs * per_epoch), 1)
+  planned = total
+  key = jax.random.PRNGKey(config.seed)
+  init_key, dropout_key = jax.random.split(key)
+  params = model.init(init_key, jnp.ones((1, 8), jnp.int32))["params"]
+  optimizer = _optimizer(config.clip)
+  opt_state = optimizer.init(params)
+
+  @jax.jit
+  def step(params, opt_state, inputs, targets, key, lr):
+    def loss_fn(params):
+      logits = model.apply({"params": params}, inputs, deterministic=False,
+                           rngs={"dropout": key})
+      return lm_loss(logits, targets)
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return _apply(params, updates, lr), opt_state, loss
+
+  @jax.jit
+  def eval_loss(params, inputs, targets):  # summed nats, (B, L) each
+    logits = model.apply({"params": params}, inputs)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, targets).sum()
+
+  def held_out_loss(params) -> float:
+    inputs, targets = lm_windows(held_out, config.window, 0)
+    total_nats = 0.0
+    for start in range(0, len(inputs), config.batch_size):
+      total_nats += float(eval_loss(params, inputs[start:start + config.batch_size],
+                                    targets[start:start + config.batch_size]))
+    return total_nats / inputs.size
+
+  log(f"pretraining on {len(stream):,} tokens ({per_epoch} steps of {config.batch_size} x "
+      f"{config.window} an epoch), {total} steps planned")
+  started = time.perf_counter()
+  curve, losses, done, epoch, timed_from = [], [], 0, 0, None
+  while done < total:
+    for inputs, targets in epoch_batches(stream, config.window, config.batch_size, config.seed,
+                                         epoch):
+      if done == total:
+        break
+      dropout_key, key = jax.random.split(dropout_key)
+      lr = warmup_cosine(done, total, config.lr, config.warmup_steps)
+      params, opt_state, loss = step(params, opt_state, inputs, targets, key, lr)
+      losses.append(loss)
+      done += 1
+      if config.time_budget_s is not None and done in (3, 23):
+        # Time steps 4..23 (the first ones compile), then keep the steps the budget allows.
+        loss.block_until_ready()
+        if done == 3:
+          timed_from = time.perf_counter()
+        else:
+          seconds_per_step = (time.perf_counter() - timed_from) / 20
+          spent = time.perf_counter() - started
+          fits = done + int((config.time_budget_s - spent) / seconds_per_step)
+          total = max(min(total, fits), done)
+          log(f"{seconds_per_step * 1e3:.1f} ms a step: {total} steps fit "
+              f"{config.time_budget_s:.0f} s")
+      if done % 100 == 0 or done == total:
+        mean = float(jnp.mean(jnp.stack(losses)))
+        losses = []
+        curve.append({"step": done, "train_loss": round(mean, 4),
+                      "seconds": round(time.perf_counter() - started, 1)})
+        log(f"step {done}/{total}: train loss {mean:.4f}  lr {lr:.2e}  "
+            f"{curve[-1]['seconds']:.0f} s")
+    epoch += 1
+  train_s = time.perf_counter() - started
+  held = held_out_loss(params)
+  record = {
+      "model": dataclasses.asdict(model_config), "pretraining": dataclasses.asdict(config),
+      "vocab_size": reviews.vocab_size, "stream_tokens": int(len(stream)),
+      "held_out_tokens": int(len(held_out)), "steps_per_epoch": per_epoch,
+      "steps_planned": planned, "steps": done, "epochs": round(done / per_epoch, 3),
+      "curve": curve, "held_out_loss": round(held, 4),
+      "held_out_perplexity": round(float(np.exp(held)), 2),
+      "train_seconds": round(train_s, 1), "device": jax.devices()[0].device_kind,
+      "source": dict(reviews.source),
+  }
+  log(f"pretrained {done} steps ({record['epochs']} epochs) in {train_s:.0f} s; held-out "
+      f"perplexity {record['held_out_perplexity']}")
+  return params, record
+
+
+def save_params(path: str, params: Params, record: Mapping[str, Any]) -> None:
+  """The parameters (flattened, '/'-joined names) and the record (as JSON) in one .npz."""
+  flat = {"/".join(k): np.asarray(v) for k, v in traverse_util.flatten_dict(params).items()}
+  tmp = f"{path}.tmp{os.getpid()}.npz"
+  np.savez(tmp, record=json.dumps(dict(record)), **flat)
+  os.replace(tmp, path)
+
+
+def load_params(path: str) -> tuple[Params, dict[str, Any]]:
+  """(parameters, record) of `save_params`'s file."""
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"no pretrained language model at {path}: write one with "
+                            f"`lstm_lm.py pretrain`")
+  data = np.load(path)
+  if "record" not in data.files:
+    raise ValueError(f"{path} is not a file of lstm_lm.py pretrain (no record)")
+  flat = {tuple(k.split("/")): jnp.asarray(data[k]) for k in data.files if k != "record"}
+  return traverse_util.unflatten_dict(flat), json.loads(str(data["record"]))
+
+
+# ---- fine-tuning
+
+
+def _classifier_batcher(ids: Ragged, labels: np.ndarray, config: FinetuneConfig) -> Batcher:
+  widths = tuple(w for w in config.widths if w < config.max_len) + (config.max_len,)
+  return Batcher({"tokens": ids}, {"label": labels, "row": np.arange(len(ids), dtype=np.int64)},
+                 boundaries=widths, batch_size=config.batch_size, process_index=0,
+                 process_count=1)
+
+
+def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig,
+             trunk: Params | None, log: Callable[[str], None] = lambda _: None
+             ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+  """Trains the classifier on the labelled training reviews, the trunk from `trunk` (a
+  LanguageModel's params['trunk']; None: from scratch), and keeps dev's best epoch.
+
+  Returns:
+    (a record: per epoch the train loss and dev accuracy, the chosen epoch, dev's and test's
+     accuracy, seconds; 'dev' and 'test' -> float64 (N,) log-odds of 'positive' at that epoch).
+  """
+  model = Classifier(reviews.vocab_size, model_config, config.dropout)
+  train = _classifier_batcher(reviews.ids["train"], reviews.labels["train"], config)
+  scored = {split: _classifier_batcher(reviews.ids[split], reviews.labels[split], config)
+            for split in ("dev", "test")}
+  per_epoch = train.num_examples // config.batch_size
+  total = config.epochs * per_epoch
+  warmup = max(int(config.warmup_fraction * total), 1)
+  init_key, dropout_key = jax.random.split(jax.random.PRNGKey(config.seed))
+  params = model.init(init_key, jnp.ones((1, 8), jnp.int32), jnp.full((1,), 8))["params"]
+  if trunk is not None:
+    mine = jax.tree_util.tree_structure(params["trunk"])
+    if jax.tree_util.tree_structure(trunk) != mine or any(
+        a.shape != b.shape for a, b in zip(jax.tree_util.tree_leaves(trunk),
+                                           jax.tree_util.tree_leaves(params["trunk"]))):
+      raise ValueError("the pretrained trunk's parameters do not fit this classifier: pretrain "
+                       "and fine-tune with the same model settings and vocabulary")
+    params = {**params, "trunk": trunk}
+  optimizer = _optimizer(config.clip)
+  opt_state = optimizer.init(params)
+
+  @jax.jit
+  def step(params, opt_state, tokens, lengths, label, weight, key, lr):
+    def loss_fn(params):
+      logits = model.apply({"params": params}, tokens, lengths, deterministic=False,
+                           rngs={"dropout": key})
+      losses = optax.softmax_cross_entropy_with_integer_labels(logits, label)
+      return jnp.sum(losses * weight) / jnp.maximum(jnp.sum(weight), 1.0)
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return _apply(params, updates, lr), opt_state, loss
+
+  @jax.jit
+  def log_odds(params, tokens, lengths):
+    logits = model.apply({"params": params}, tokens, lengths)
+    return logits[:, 1] - logits[:, 0]
+
+  def score(params, batcher: Batcher) -> np.ndarray:
+    out = np.zeros(batcher.num_examples)
+    for batch in batcher.eval_batches():
+      real = batch["weight"] > 0
+      values = np.asarray(log_odds(params, batch["tokens"], batch["tokens_len"]))
+      out[batch["row"][real]] = values[real]
+    return out
+
+  started, epochs, best, kept, chosen, done = time.perf_counter(), [], -1.0, {}, 0, 0
+  batches = train.train_batches(config.seed)
+  for epoch in range(config.epochs):
+    losses = []
+    for _ in range(per_epoch):
+      batch = next(batches)
+      dropout_key, key = jax.random.split(dropout_key)
+      lr = warmup_cosine(done, total, config.lr, warmup)
+      params, opt_state, loss = step(params, opt_state, batch["tokens"], batch["tokens_len"],
+                                     batch["label"], batch["weight"], key, lr)
+      losses.append(loss)
+      done += 1
+    dev = score(params, scored["dev"])
+    dev_accuracy = float(np.mean((dev > 0) == (reviews.labels["dev"] == 1)))
+    epochs.append({"epoch": epoch + 1, "train_loss": round(float(jnp.mean(jnp.stack(losses))), 4),
+                   "dev_accuracy": dev_accuracy,
+                   "seconds": round(time.perf_counter() - started, 1)})
+    log(f"fine-tuning epoch {epoch + 1}: train loss {epochs[-1]['train_loss']:.4f}  dev "
+        f"{dev_accuracy:.4f}  {epochs[-1]['seconds']:.0f} s")
+    if dev_accuracy > best:  # the first of the best
+      best, chosen = dev_accuracy, epoch + 1
+      kept = {"dev": dev, "test": score(params, scored["test"])}
+  accuracies = {f"{split}_accuracy": float(np.mean((kept[split] > 0)
+                                                   == (reviews.labels[split] == 1)))
+                for split in ("dev", "test")}
+  record = {"model": dataclasses.asdict(model_config), "finetuning": dataclasses.asdict(config),
+            "pretrained": trunk is not None, "epochs": epochs, "chosen_epoch": chosen,
+            **accuracies, "seconds": round(time.perf_counter() - started, 1),
+            "device": jax.devices()[0].device_kind, "source": dict(reviews.source)}
+  return record, kept
+
+
+def save_member(path: str, reviews: Reviews, log_odds: Mapping[str, np.ndarray],
+                record: Mapping[str, Any]) -> None:
+  """What ensemble.py's `--member` reads: dev's and test's log-odds with IMDB's indices and
+  labels, and the record."""
+  tmp = f"{path}.tmp{os.getpid()}.npz"
+  np.savez(tmp, record=json.dumps(dict(record)),
+           **{f"{split}_{part}": values for split in ("dev", "test")
+              for part, values in (("log_odds", log_odds[split]),
+                                   ("index", reviews.index[split]),
+                                   ("labels", reviews.labels[split]))})
+  os.replace(tmp, path)
+
+
+# ---- command line
+
+
+def _model_config(args: argparse.Namespace) -> ModelConfig:
+  return ModelConfig(args.embed_dim, args.hidden_size, args.num_layers, args.word_dropout,
+                     args.dtype)
+
+
+def _add_model_flags(parser: argparse.ArgumentParser) -> None:
+  d = ModelConfig()
+  parser.add_argument("--embed-dim", type=int, default=d.embed_dim)
+  parser.add_argument("--hidden-size", type=int, default=d.hidden_size)
+  parser.add_argument("--num-layers", type=int, default=d.num_layers)
+  parser.add_argument("--word-dropout", type=float, default=d.word_dropout)
+  parser.add_argument("--dtype", choices=sorted(DTYPES), default=d.dtype)
+
+
+def _parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(prog="lstm_lm.py", description=__doc__.split("\n\n")[0])
+  commands = parser.add_subparsers(dest="command", required=True)
+  p = commands.add_parser("pretrain", help="pretrain the language model")
+  p.add_argument("--reviews", required=True, help="export_reviews' .npz file")
+  p.add_argument("--out", required=True, help="the folder for lm.npz and lm.json")
+  _add_model_flags(p)
+  d = PretrainConfig()
+  p.add_argument("--window", type=int, default=d.window)
+  p.add_argument("--batch-size", type=int, default=d.batch_size)
+  p.add_argument("--epochs", type=float, default=d.epochs)
+  p.add_argument("--steps", type=int, default=None)
+  p.add_argument("--time-budget-s", type=float, default=None)
+  p.add_argument("--output-dropout", type=float, default=d.output_dropout)
+  p.add_argument("--lr", type=float, default=d.lr)
+  p.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
+  p.add_argument("--seed", type=int, default=d.seed)
+  f = commands.add_parser("finetune", help="fine-tune classifiers, one per seed")
+  f.add_argument("--reviews", required=True, help="export_reviews' .npz file")
+  f.add_argument("--pretrained", help="pretrain's lm.npz (left out: the trunk from scratch)")
+  f.add_argument("--out", required=True, help="the folder for classifier-seedS.{npz,json}")
+  f.add_argument("--seeds", type=int, nargs="+", default=[0])
+  _add_model_flags(f)
+  d = FinetuneConfig()
+  f.add_argument("--epochs", type=int, default=d.epochs)
+  f.add_argument("--batch-size", type=int, default=d.batch_size)
+  f.add_argument("--max-len", type=int, default=d.max_len)
+  f.add_argument("--widths", type=int, nargs="+", default=list(d.widths),
+                 help="the length buckets' padded widths (those under --max-len are kept)")
+  f.add_argument("--dropout", type=float, default=d.dropout)
+  f.add_argument("--lr", type=float, default=d.lr)
+  f.add_argument("--deadline-s", type=float, default=None,
+                 help="start no further seed once this many seconds have passed")
+  return parser
+
+
+def _log(message: str) -> None:
+  print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  args = _parser().parse_args(argv)
+  started = time.perf_counter()
+  reviews = load_reviews(args.reviews)
+  os.makedirs(args.out, exist_ok=True)
+  model_config = _model_config(args)
+  if args.command == "pretrain":
+    config = PretrainConfig(args.window, args.batch_size, args.epochs, args.steps,
+                            args.time_budget_s, args.output_dropout, args.lr, args.warmup_steps,
+                            seed=args.seed)
+    params, record = pretrain(reviews, model_config, config, _log)
+    record["command"] = " ".join(sys.argv)
+    save_params(os.path.join(args.out, "lm.npz"), params, record)
+    with open(os.path.join(args.out, "lm.json"), "w") as f:
+      json.dump(record, f, indent=1)
+    return 0
+  trunk, pretrained = None, None
+  if args.pretrained:
+    params, pretrained = load_params(args.pretrained)
+    if pretrained["model"] != dataclasses.asdict(model_config):
+      raise SystemExit(f"lstm_lm.py: {args.pretrained} was pretrained with {pretrained['model']}, "
+                       f"not this command's {dataclasses.asdict(model_config)}")
+    trunk = params["trunk"]
+  for seed in args.seeds:
+    if args.deadline_s is not None and time.perf_counter() - started > args.deadline_s:
+      _log(f"seed {seed} not started: {args.deadline_s:.0f} s passed")
+      break
+    config = FinetuneConfig(args.epochs, args.batch_size, args.max_len, tuple(args.widths),
+                            dropout=args.dropout, lr=args.lr, seed=seed)
+    record, log_odds = finetune(reviews, model_config, config, trunk, _log)
+    record["command"] = " ".join(sys.argv)
+    if pretrained is not None:
+      record["pretrained_from"] = {"file": args.pretrained, "steps": pretrained["steps"],
+                                   "held_out_perplexity": pretrained["held_out_perplexity"]}
+    name = os.path.join(args.out, f"classifier-seed{seed}")
+    save_member(f"{name}.npz", reviews, log_odds, record)
+    with open(f"{name}.json", "w") as f:
+      json.dump(record, f, indent=1)
+    _log(f"seed {seed} ({'pretrained' if trunk is not None else 'from scratch'}): dev "
+         f"{record['dev_accuracy']:.4f}  test {record['test_accuracy']:.4f}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
