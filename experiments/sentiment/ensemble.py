@@ -5,7 +5,7 @@
         [--train-on labelled all] [--pv-epochs 10] [--pv-dim 100] [--pv-workers 2] \
         [--blend log_loss|grid] [--checkpoint best] [--data-dir DIR] \
         [--region-epochs 0] [--region-pretrain-epochs 2] [--region-width 5] \
-        [--region-features 1000] [--region-embedding FILE [FILE ...]]
+        [--region-features 1000] [--region-embedding FILE [FILE ...]] [--member NAME=FILE ...]
 
 Reads the run's data exactly as the run was trained (its protocol, vocabulary, and for a
 self-training student its pseudo-labelled reviews) and fits two more models on it:
@@ -25,6 +25,11 @@ self-training student its pseudo-labelled reviews) and fits two more models on i
   reads them all, as Johnson and Zhang combine embeddings of several widths), and with an explicit
   `--region-pretrain-epochs` above 0 also pretrains one more, of `--region-width` words, and
   saves it.
+
+- on request (`--member NAME=FILE`, repeatable), a model trained elsewhere, by its dev and test
+  log-odds of 'positive' in FILE (lstm_lm.py's classifier-seedS.npz: the LSTM classifier
+  fine-tuned from a language model pretrained on the reviews, perhaps on a GPU). Its reviews are
+  lined up with the run's by IMDB's record indices, which must be dev's and test's exactly.
 
 Of each model the fit with the best dev accuracy is kept; then the models' log-odds of 'positive'
 are blended:
@@ -60,7 +65,7 @@ import os
 import re
 import sys
 import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import scipy.optimize
@@ -267,7 +272,8 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                  rule: str = "log_loss", region: RegionConfig | None = None,
                  region_embeddings: Sequence[str] = (),
                  region_save: str | None = None,
-                 region_train_on: str = "labelled") -> dict[str, Any]:
+                 region_train_on: str = "labelled",
+                 members: Mapping[str, str] | None = None) -> dict[str, Any]:
   """Fits NBSVM (and paragraph vectors) on the run's data, chooses fits and blend on dev, scores
   test.
 
@@ -289,6 +295,8 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
     region_save: where to save the region embedding this call pretrains (None: nowhere).
     region_train_on: the region CNN's training reviews, 'labelled' or 'all' (with a student's
       pseudo-labelled ones; a run without them has its labelled reviews only).
+    members: name -> a file of dev's and test's log-odds of a model trained elsewhere
+      (`read_member`), blended beside the others.
 
   Returns:
     the record written by the command (see the module docstring).
@@ -314,7 +322,17 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   if not pseudo:  # no pseudo-labelled reviews: 'all' is 'labelled'
     train_on, region_train_on = ["labelled"], "labelled"
 
-  scores = {}  # model -> split -> (N,) log-odds
+  index = {split: np.asarray(data.splits[split].scalars["index"]) for split in ("dev", "test")}
+  members = dict(members or {})
+  clash = sorted(set(members) & set(MODEL_NAMES))
+  if clash:
+    raise ValueError(f"members: the names {clash} are the ensemble's own models'; name them "
+                     f"otherwise")
+  member_records, scores = {}, {}  # scores: model -> split -> (N,) log-odds
+  for name, path in members.items():  # read and checked before anything is fitted
+    member_records[name], scores[name] = read_member(path, index, labels)
+    console.note(f"member {name} read from {path}: dev {member_records[name]['dev_accuracy']:.4f}"
+                 f"  test {member_records[name]['test_accuracy']:.4f}")
   nbsvm_record, scores["nbsvm"] = _fit_nbsvm(ids, labels, sizes, max_n, costs, train_on, seed,
                                              console)
   pretrains = region is not None and region.pretrain_epochs > 0
@@ -337,7 +355,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   run_s = time.perf_counter() - started
 
   names = (["run", "nbsvm"] + (["paragraph_vectors"] if pv is not None else [])
-           + (["region_cnn"] if region is not None else []))
+           + (["region_cnn"] if region is not None else []) + list(members))
   dev_scores = {name: scores[name]["dev"] for name in names}
   # Both rules choose on the same fits; `rule`'s choice is the blend, the other's is written
   # beside it (`other_rule`) and chooses nothing.
@@ -364,6 +382,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
       "nbsvm": nbsvm_record,
       **({"paragraph_vectors": pv_record} if pv is not None else {}),
       **({"region_cnn": region_record} if region is not None else {}),
+      **({"members": member_records} if members else {}),
       "ensemble": {"rule": rule, "models": names, "weights": chosen.pop("weights"),
                    **(fit if rule == "log_loss" else {}), "scales": scales, **chosen,
                    "other_rule": other_rule, "dev_accuracy_by_weights": dev_curve},
@@ -460,6 +479,46 @@ def _fit_paragraph_vectors(ids, labels, labelled, unlabelled, config, console):
   return record, fitted[chosen["cost"]]
 
 
+MODEL_NAMES = ("run", "nbsvm", "paragraph_vectors", "region_cnn")  # the ensemble's own models
+MEMBER_KEYS = ("dev_log_odds", "dev_index", "dev_labels", "test_log_odds", "test_index",
+               "test_labels", "record")
+
+
+def read_member(path: str, index: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]
+                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+  """A model trained elsewhere, from its .npz of dev's and test's log-odds (lstm_lm.save_member):
+  (a record: the file, its accuracies and what its own record says of it; split -> float64 (N,)
+  log-odds in the run's order). Its reviews must be the run's dev and test reviews, by IMDB's
+  record `index` (split -> (N,)) and `labels`; a ValueError names the file and what differs."""
+  if not os.path.isfile(path):
+    raise ValueError(f"--member: no such file {path}")
+  try:
+    data = np.load(path)
+    arrays = {key: data[key] for key in data.files}
+  except Exception as e:  # a truncated or foreign file
+    raise ValueError(f"--member: {path} is not a readable .npz file ({e})") from e
+  missing = [key for key in MEMBER_KEYS if key not in arrays]
+  if missing:
+    raise ValueError(f"--member: {path} lacks {missing} (write it with lstm_lm.py finetune)")
+  log_odds = {}
+  for split in ("dev", "test"):
+    theirs = arrays[f"{split}_index"]
+    if len(theirs) != len(index[split]) or not np.array_equal(theirs, index[split]):
+      raise ValueError(f"--member: {path} scores other {split} reviews than the run's "
+                       f"({len(theirs)} against {len(index[split])}, or in another order): "
+                       f"export the reviews of a run with the same protocol and split seed")
+    if not np.array_equal(arrays[f"{split}_labels"], labels[split]):
+      raise ValueError(f"--member: {path} gives other {split} labels than the run's")
+    log_odds[split] = arrays[f"{split}_log_odds"].astype(np.float64)
+    if not np.isfinite(log_odds[split]).all():
+      raise ValueError(f"--member: {path} holds log-odds that are not finite on {split}")
+  own = json.loads(str(arrays["record"]))
+  record = {"file": path, **_accuracies(log_odds, labels),
+            **{key: own[key] for key in ("pretrained", "chosen_epoch", "device", "model",
+                                         "pretrained_from") if key in own}}
+  return record, log_odds
+
+
 def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, console,
                     embedding_files=(), save_to=None, train_on="labelled", reviews=None):
   """The region embeddings of `embedding_files`, and one pretrained on the labelled training
@@ -499,7 +558,7 @@ def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, conso
   return record, log_odds
 
 
-def _accuracies(log_odds: dict[str, np.ndarray], labels: dict[str, np.ndarray]) -> dict:
+def _accuracies(log_odds: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]) -> dict:
   return {f"{split}_accuracy": accuracy(log_odds[split], labels[split]) for split in log_odds}
 
 
@@ -554,6 +613,9 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--region-lr", type=float, default=RegionConfig.lr,
                       help=f"the region CNN's peak Adam rate, decayed to 0 over its epochs "
                            f"(default {RegionConfig.lr:g})")
+  parser.add_argument("--member", metavar="NAME=FILE", action="append", default=[],
+                      help="blend a model trained elsewhere too: FILE holds its dev and test "
+                           "log-odds (lstm_lm.py finetune's classifier-seedS.npz); repeatable")
   parser.add_argument("--blend", choices=BLEND_RULES, default="log_loss",
                       help="how dev chooses the blend's weights: 'log_loss' (default: least dev "
                            "log-loss, non-negative weights) or 'grid' (best dev accuracy on a "
@@ -584,6 +646,18 @@ def _write(args: argparse.Namespace, console: Console) -> int:
     flag = lambda match: "--region-" + {"region": "width"}.get(  # noqa: E731
         match.group(1), match.group(1).replace("_", "-"))
     raise UsageError(re.sub(r"RegionConfig\.(\w+)", flag, str(error))) from None
+  members = {}
+  for spec in args.member:
+    name, _, path = spec.partition("=")
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or not path:
+      raise UsageError(f"--member: expected NAME=FILE with a lower-case name of letters, digits "
+                       f"and _, got {spec!r}")
+    if name in members or name in MODEL_NAMES:
+      raise UsageError(f"--member: the name {name!r} is taken (by another --member or one of "
+                       f"the ensemble's models {list(MODEL_NAMES)})")
+    if not os.path.isfile(path):
+      raise UsageError(f"--member: no such file {path}")
+    members[name] = path
   run = load_sentiment_run(args.workdir, args.checkpoint, args.data_dir, "ensembles")
   if args.region_embedding:
     if region is None:
@@ -605,11 +679,16 @@ def _write(args: argparse.Namespace, console: Console) -> int:
   if region is not None and region.pretrain_epochs > 0 and os.path.abspath(save_to) in reused:
     raise UsageError(f"--out {args.out} would save the embedding it pretrains over "
                      f"--region-embedding {save_to}: choose another --out")
-  record = ensemble_run(run, args.max_n, args.costs, args.train_on, args.seed, pv, console,
-                        rule=args.blend, region=region,
-                        region_embeddings=args.region_embedding,
-                        region_save=save_to if region is not None else None,
-                        region_train_on=args.region_train_on)
+  try:
+    record = ensemble_run(run, args.max_n, args.costs, args.train_on, args.seed, pv, console,
+                          rule=args.blend, region=region,
+                          region_embeddings=args.region_embedding,
+                          region_save=save_to if region is not None else None,
+                          region_train_on=args.region_train_on, members=members)
+  except ValueError as error:
+    if not str(error).startswith("--member"):
+      raise
+    raise UsageError(str(error)) from None
   with open(args.out, "w") as f:
     json.dump(record, f, indent=2)
   alone, ens = record["run_alone"], record["ensemble"]

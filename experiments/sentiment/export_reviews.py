@@ -49,6 +49,8 @@ def review_arrays(run, console: Console) -> dict[str, np.ndarray]:
   reviews["unlabelled"] = unlabelled_reviews(run, console)
   arrays = {"vocab_size": np.int64(vocab_size)}
   for split, ids in reviews.items():
+    if not ids:
+      raise ValueError(f"{run.workdir}: the {split} split has no reviews to export")
     arrays[f"{split}_ids"] = np.concatenate([np.asarray(r) for r in ids]).astype(dtype)
     arrays[f"{split}_lengths"] = np.asarray([len(r) for r in ids], np.int32)
     if split != "unlabelled":

@@ -221,7 +221,9 @@ def epoch_batches(stream: np.ndarray, window: int, batch_size: int, seed: int,
   """One epoch's (inputs, targets) batches, each (batch_size, window): windows at an offset, in
   an order, both drawn from (seed, epoch); the windows that fill no whole batch are left out."""
   rng = np.random.default_rng([seed, epoch])
-  inputs, targets = lm_windows(stream, window, int(rng.integers(window)))
+  # An offset that leaves at least one window (a stream shorter than 2 windows has fewer offsets).
+  offset = int(rng.integers(max(min(window, len(stream) - window), 1)))
+  inputs, targets = lm_windows(stream, window, offset)
   order = rng.permutation(len(inputs))
   for start in range(0, len(order) - batch_size + 1, batch_size):
     rows = order[start:start + batch_size]
@@ -345,6 +347,9 @@ def pretrain(reviews: Reviews, model_config: ModelConfig, config: PretrainConfig
   """
   stream = lm_stream([reviews.ids["train"], reviews.ids["unlabelled"]])  # (T,)
   held_out = lm_stream([reviews.ids["dev"]])
+  if len(held_out) < config.window + 1:
+    raise ValueError(f"dev's reviews hold {len(held_out)} tokens, too few for one held-out "
+                     f"window of {config.window} + 1: choose a shorter --window")
   model = LanguageModel(reviews.vocab_size, model_config, config.output_dropout)
   per_epoch = len(lm_windows(stream, config.window, 0)[0]) // config.batch_size
   if per_epoch < 1:
@@ -619,6 +624,8 @@ def _log(message: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+  argv = sys.argv[1:] if argv is None else list(argv)
+  command = " ".join(["lstm_lm.py", *argv])  # what the records say made them
   args = _parser().parse_args(argv)
   started = time.perf_counter()
   reviews = load_reviews(args.reviews)
@@ -629,7 +636,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             args.time_budget_s, args.output_dropout, args.lr, args.warmup_steps,
                             seed=args.seed)
     params, record = pretrain(reviews, model_config, config, _log)
-    record["command"] = " ".join(sys.argv)
+    record["command"] = command
     save_params(os.path.join(args.out, "lm.npz"), params, record)
     with open(os.path.join(args.out, "lm.json"), "w") as f:
       json.dump(record, f, indent=1)
@@ -640,6 +647,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if pretrained["model"] != dataclasses.asdict(model_config):
       raise SystemExit(f"lstm_lm.py: {args.pretrained} was pretrained with {pretrained['model']}, "
                        f"not this command's {dataclasses.asdict(model_config)}")
+    if pretrained["source"] != dict(reviews.source):
+      raise SystemExit(f"lstm_lm.py: {args.pretrained} was pretrained on the reviews of "
+                       f"{pretrained['source']}, not on {args.reviews}'s {dict(reviews.source)}: "
+                       f"its word ids would mean other words")
     trunk = params["trunk"]
   for seed in args.seeds:
     if args.deadline_s is not None and time.perf_counter() - started > args.deadline_s:
@@ -648,7 +659,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = FinetuneConfig(args.epochs, args.batch_size, args.max_len, tuple(args.widths),
                             dropout=args.dropout, lr=args.lr, seed=seed)
     record, log_odds = finetune(reviews, model_config, config, trunk, _log)
-    record["command"] = " ".join(sys.argv)
+    record["command"] = command
     if pretrained is not None:
       record["pretrained_from"] = {"file": args.pretrained, "steps": pretrained["steps"],
                                    "held_out_perplexity": pretrained["held_out_perplexity"]}

@@ -1,0 +1,601 @@
+"""The LSTM language model and its classifier (experiments.sentiment.lstm_lm): the stream and its
+windows, the learning rate and the pooling against exact values, both networks against numpy
+computations from their parameters, the reviews file's checks, and export_reviews, pretraining
+and fine-tuning end to end on the shipped IMDB sample."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from experiments import runs
+from experiments.sentiment import ensemble
+from experiments.sentiment import export_reviews
+from experiments.sentiment import lstm_lm
+from experiments.sentiment.cli import unlabelled_records
+from experiments.sentiment.lstm_lm import Classifier
+from experiments.sentiment.lstm_lm import LanguageModel
+from experiments.sentiment.lstm_lm import ModelConfig
+from _sample_runs import train_sample_ngram_run
+from pipelines.batching import Ragged
+
+pytestmark = pytest.mark.usefixtures("quick_compiles")
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+TINY_FLAGS = ["--embed-dim", "8", "--hidden-size", "12"]
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+  return 1.0 / (1.0 + np.exp(-x))
+
+
+def _lstm_by_hand(lstm: dict, x: np.ndarray) -> np.ndarray:
+  """zoo.LSTM's stacked layers over one sequence x (L, D) from a zero state, in float64: the top
+  layer's outputs (L, H). Gates i, f, g, o; `lstm` is the params' trunk/lstm subtree."""
+  for index in range(len(lstm)):
+    layer = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), lstm[f"layers_{index}"])
+    kernel, bias = layer["input"]["kernel"][:, 0], layer["input"]["bias"][0]  # (D, 4H), (4H,)
+    hidden_kernel = layer["hidden_kernel"][0]  # (H, 4H)
+    width = hidden_kernel.shape[0]
+    h, c, outputs = np.zeros(width), np.zeros(width), []
+    for t in range(len(x)):
+      i, f, g, o = np.split(x[t] @ kernel + bias + h @ hidden_kernel, 4)
+      c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+      h = _sigmoid(o) * np.tanh(c)
+      outputs.append(h)
+    x = np.stack(outputs)
+  return x
+
+
+def _jiggled(params, seed: int):
+  """The parameters plus noise, so that zero-initialised biases count too."""
+  rng = np.random.default_rng(seed)
+  return jax.tree_util.tree_map(
+      lambda a: jnp.asarray(np.asarray(a) + 0.3 * rng.normal(size=a.shape), jnp.float32), params)
+
+
+# ---- the stream, its windows and batches, the learning rate
+
+
+def test_the_stream_is_every_review_followed_by_eos():
+  assert lstm_lm.EOS_ID == 3
+  first = Ragged(np.array([11, 12, 13, 14, 15, 16], np.int32), np.array([2, 1, 3], np.int32))
+  second = Ragged(np.array([21, 22, 23, 24, 25], np.int32), np.array([5], np.int32))
+  stream = lstm_lm.lm_stream([first, second])
+  np.testing.assert_array_equal(stream, [11, 12, 3, 13, 3, 14, 15, 16, 3, 21, 22, 23, 24, 25, 3])
+  assert stream.dtype == np.int32
+
+
+def test_the_windows_are_the_stream_shifted_by_one():
+  stream = np.arange(23, dtype=np.int32)
+  inputs, targets = lstm_lm.lm_windows(stream, 5, 0)
+  np.testing.assert_array_equal(inputs, [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9],
+                                         [10, 11, 12, 13, 14], [15, 16, 17, 18, 19]])
+  np.testing.assert_array_equal(targets, [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10],
+                                          [11, 12, 13, 14, 15], [16, 17, 18, 19, 20]])
+  inputs, targets = lstm_lm.lm_windows(stream, 5, 3)
+  np.testing.assert_array_equal(inputs, [[3, 4, 5, 6, 7], [8, 9, 10, 11, 12],
+                                         [13, 14, 15, 16, 17]])
+  np.testing.assert_array_equal(targets, [[4, 5, 6, 7, 8], [9, 10, 11, 12, 13],
+                                          [14, 15, 16, 17, 18]])
+  # A stream of window + 1 tokens fills exactly one window.
+  inputs, targets = lstm_lm.lm_windows(np.arange(6), 5, 0)
+  np.testing.assert_array_equal(inputs, [[0, 1, 2, 3, 4]])
+  np.testing.assert_array_equal(targets, [[1, 2, 3, 4, 5]])
+
+
+def test_the_windows_refuse_a_bad_offset_and_a_short_stream():
+  stream = np.arange(23)
+  with pytest.raises(ValueError, match=r"offset: expected 0 <= offset < window = 5, got 5"):
+    lstm_lm.lm_windows(stream, 5, 5)
+  with pytest.raises(ValueError, match=r"offset: expected 0 <= offset < window = 5, got -1"):
+    lstm_lm.lm_windows(stream, 5, -1)
+  with pytest.raises(ValueError, match=r"a stream of 5 tokens fills no window of 5 \+ 1 tokens"):
+    lstm_lm.lm_windows(np.arange(5), 5, 0)
+  # 9 tokens fill one window of 7 from offset 1, but none from offset 2.
+  assert lstm_lm.lm_windows(np.arange(9), 7, 1)[0].shape == (1, 7)
+  with pytest.raises(ValueError, match=r"a stream of 9 tokens fills no window of 7 \+ 1 tokens"):
+    lstm_lm.lm_windows(np.arange(9), 7, 2)
+
+
+def test_an_epochs_batches_follow_its_seed_and_epoch():
+  stream = np.arange(101, dtype=np.int32)
+  window, batch_size = 7, 3
+  batches = list(lstm_lm.epoch_batches(stream, window, batch_size, seed=4, epoch=0))
+  again = list(lstm_lm.epoch_batches(stream, window, batch_size, seed=4, epoch=0))
+  other = list(lstm_lm.epoch_batches(stream, window, batch_size, seed=4, epoch=1))
+  for (a, b), (c, d) in zip(batches, again, strict=True):
+    np.testing.assert_array_equal(a, c)
+    np.testing.assert_array_equal(b, d)
+  assert len(batches) and len(other)
+  assert any(not np.array_equal(a, c) for (a, _), (c, _) in zip(batches, other))
+  for epoch_batches in (batches, other):
+    starts = []
+    for inputs, targets in epoch_batches:
+      assert inputs.shape == targets.shape == (batch_size, window)
+      for row, target in zip(inputs, targets):
+        # The stream is its positions: a row is a stretch of it, its targets one token on.
+        np.testing.assert_array_equal(row, np.arange(row[0], row[0] + window))
+        np.testing.assert_array_equal(target, np.arange(row[0] + 1, row[0] + window + 1))
+        starts.append(int(row[0]))
+    offset = starts[0] % window
+    assert {s % window for s in starts} == {offset} and len(set(starts)) == len(starts)
+    # Every whole batch of the windows at that offset, and no more.
+    assert len(epoch_batches) == ((101 - offset - 1) // window) // batch_size
+    assert max(starts) + window + 1 <= 101
+
+
+def test_the_learning_rate_warms_up_then_decays_to_a_tenth():
+  peak, warmup, total = 0.3, 4, 15  # the cosine runs over steps 4 .. 14, its midpoint step 9
+  assert lstm_lm.warmup_cosine(0, total, peak, warmup) == pytest.approx(0.075, rel=1e-12)
+  assert lstm_lm.warmup_cosine(1, total, peak, warmup) == pytest.approx(0.15, rel=1e-12)
+  assert lstm_lm.warmup_cosine(3, total, peak, warmup) == pytest.approx(0.3, rel=1e-12)
+  assert lstm_lm.warmup_cosine(4, total, peak, warmup) == pytest.approx(0.3, rel=1e-12)
+  assert lstm_lm.warmup_cosine(9, total, peak, warmup) == pytest.approx(0.165, rel=1e-12)
+  assert lstm_lm.warmup_cosine(14, total, peak, warmup) == pytest.approx(0.03, rel=1e-12)
+  rates = [lstm_lm.warmup_cosine(s, total, peak, warmup) for s in range(total)]
+  assert all(a > b for a, b in zip(rates[4:], rates[5:]))
+
+
+# ---- the networks
+
+
+def test_concat_pool_reads_only_each_sequences_real_steps():
+  rng = np.random.default_rng(3)
+  outputs = rng.normal(size=(3, 7, 5)).astype(np.float32)
+  last = rng.normal(size=(3, 5)).astype(np.float32)
+  lengths = np.array([7, 2, 4])
+  got = np.asarray(lstm_lm.concat_pool(jnp.asarray(outputs), jnp.asarray(last),
+                                       jnp.asarray(lengths)))
+  want = np.stack([np.concatenate([last[b], outputs[b, :n].max(axis=0),
+                                   outputs[b, :n].astype(np.float64).mean(axis=0)])
+                   for b, n in enumerate(lengths)])
+  assert got.shape == (3, 15) and got.dtype == np.float32
+  np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+  huge = outputs.copy()
+  huge[1, 2:] = 1e30
+  huge[2, 4:] = -1e30
+  huge[2, 5] = 3e30
+  np.testing.assert_array_equal(
+      lstm_lm.concat_pool(jnp.asarray(huge), jnp.asarray(last), jnp.asarray(lengths)), got)
+
+
+def test_the_language_models_output_layer_is_its_input_embedding():
+  """logits_t = (W h_t + b) E^T + c, with h_t the LSTM's output over E[x_1 .. x_t], in numpy."""
+  v, config = 17, ModelConfig(embed_dim=5, hidden_size=7, num_layers=1, word_dropout=0.3)
+  model = LanguageModel(v, config, output_dropout=0.4)
+  tokens = np.random.default_rng(1).integers(0, v, (2, 9)).astype(np.int32)
+  params = model.init(jax.random.PRNGKey(0), jnp.asarray(tokens))["params"]
+  assert set(params) == {"trunk", "project", "output_bias"} and "output" not in params["trunk"]
+  params = _jiggled(params, seed=2)
+  got = np.asarray(model.apply({"params": params}, jnp.asarray(tokens), deterministic=True))
+  assert got.shape == (2, 9, v) and got.dtype == np.float32
+  p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)
+  table = p["trunk"]["embed"]["embedding"]  # (V, De)
+  for b in range(2):
+    outputs = _lstm_by_hand(params["trunk"]["lstm"], table[tokens[b]])  # (9, H)
+    query = outputs @ p["project"]["kernel"] + p["project"]["bias"]  # (9, De)
+    np.testing.assert_allclose(got[b], query @ table.T + p["output_bias"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_token_changes_no_logit_before_it():
+  v, config = 19, ModelConfig(embed_dim=5, hidden_size=7, num_layers=2)
+  model = LanguageModel(v, config)
+  tokens = np.random.default_rng(4).integers(0, v, (3, 11)).astype(np.int32)
+  params = model.init(jax.random.PRNGKey(1), jnp.asarray(tokens))["params"]
+  changed = tokens.copy()
+  changed[1, 6] = (tokens[1, 6] + 5) % v
+  before = np.asarray(model.apply({"params": params}, jnp.asarray(tokens)))
+  after = np.asarray(model.apply({"params": params}, jnp.asarray(changed)))
+  np.testing.assert_allclose(after[:, :6], before[:, :6], rtol=0, atol=1e-6)
+  np.testing.assert_allclose(after[[0, 2]], before[[0, 2]], rtol=0, atol=1e-6)
+  assert (np.abs(after[1, 6:] - before[1, 6:]).max(axis=-1) > 1e-4).all()
+
+
+def test_the_classifier_pools_the_real_steps_and_padding_changes_no_logit():
+  """logits = V [h_n, max_t h_t, mean_t h_t] + v in numpy; wider padding, even of non-pad ids,
+  gives the same logits; the trunk's parameters are the language model's."""
+  v, config = 23, ModelConfig(embed_dim=5, hidden_size=7, num_layers=2)
+  model = Classifier(v, config, dropout=0.5)
+  rng = np.random.default_rng(6)
+  lengths = np.array([9, 4, 6])
+  tokens = rng.integers(4, v, (3, 9)).astype(np.int32)
+  tokens[np.arange(9)[None, :] >= lengths[:, None]] = 0
+  params = model.init(jax.random.PRNGKey(2), jnp.asarray(tokens), jnp.asarray(lengths))["params"]
+  params = _jiggled(params, seed=7)
+  got = np.asarray(model.apply({"params": params}, jnp.asarray(tokens), jnp.asarray(lengths)))
+  assert got.shape == (3, 2) and got.dtype == np.float32
+  p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)
+  for b, n in enumerate(lengths):
+    embedded = p["trunk"]["embed"]["embedding"][tokens[b, :n]]  # (n, De)
+    outputs = _lstm_by_hand(params["trunk"]["lstm"], embedded)  # (n, H)
+    pooled = np.concatenate([outputs[-1], outputs.max(axis=0), outputs.mean(axis=0)])  # (3H,)
+    want = pooled @ p["head"]["kernel"] + p["head"]["bias"]
+    np.testing.assert_allclose(got[b], want, rtol=1e-5, atol=1e-5)
+  wider = np.concatenate([tokens, np.zeros((3, 6), np.int32)], axis=1)  # (3, 15)
+  junk = wider.copy()
+  junk[np.arange(15)[None, :] >= lengths[:, None]] = rng.integers(4, v, 15 * 3 - lengths.sum())
+  for padded in (wider, junk):
+    np.testing.assert_allclose(
+        model.apply({"params": params}, jnp.asarray(padded), jnp.asarray(lengths)), got,
+        rtol=0, atol=1e-5)
+  lm = LanguageModel(v, config).init(jax.random.PRNGKey(3), jnp.asarray(tokens))["params"]
+  assert (jax.tree_util.tree_structure(lm["trunk"])
+          == jax.tree_util.tree_structure(params["trunk"]))
+  assert (jax.tree_util.tree_map(np.shape, lm["trunk"])
+          == jax.tree_util.tree_map(np.shape, params["trunk"]))
+  assert set(params) == {"trunk", "head"} and params["head"]["kernel"].shape == (21, 2)
+
+
+def test_saved_parameters_load_as_they_were(tmp_path):
+  rng = np.random.default_rng(8)
+  normal = lambda *shape: rng.normal(size=shape).astype(np.float32)  # noqa: E731
+  params = {"output_bias": normal(13),
+            "trunk": {"embed": {"embedding": normal(13, 5)},
+                      "lstm": {"layers_0": {"hidden_kernel": normal(1, 3, 11)}}}}
+  record = {"steps": 7, "model": {"embed_dim": 5}, "curve": [{"step": 7, "train_loss": 1.25}]}
+  path = str(tmp_path / "lm.npz")
+  lstm_lm.save_params(path, params, record)
+  loaded, loaded_record = lstm_lm.load_params(path)
+  assert loaded_record == record and os.listdir(tmp_path) == ["lm.npz"]
+  assert jax.tree_util.tree_structure(loaded) == jax.tree_util.tree_structure(params)
+  for a, b in zip(jax.tree_util.tree_leaves(loaded), jax.tree_util.tree_leaves(params)):
+    np.testing.assert_array_equal(a, b)
+    assert a.dtype == b.dtype
+  with pytest.raises(FileNotFoundError, match="lstm_lm.py pretrain"):
+    lstm_lm.load_params(str(tmp_path / "none.npz"))
+  np.savez(tmp_path / "other.npz", embedding=np.zeros(3))
+  with pytest.raises(ValueError, match="other.npz is not a file of lstm_lm.py pretrain"):
+    lstm_lm.load_params(str(tmp_path / "other.npz"))
+
+
+# ---- the reviews file
+
+
+def _review_arrays() -> dict[str, np.ndarray]:
+  """A small valid reviews file's arrays, as export_reviews writes them (vocabulary of 19)."""
+  rng = np.random.default_rng(9)
+  arrays = {"vocab_size": np.int64(19),
+            "source": np.asarray(json.dumps({"run": "by hand", "max_len": 7}))}
+  for split, lengths in (("train", [3, 5, 2]), ("dev", [4, 1]), ("test", [2, 6, 3, 1]),
+                         ("unlabelled", [7])):
+    arrays[f"{split}_ids"] = rng.integers(0, 19, sum(lengths)).astype(np.uint16)
+    arrays[f"{split}_lengths"] = np.asarray(lengths, np.int32)
+  arrays["train_labels"] = np.array([1, 0, 1], np.int8)
+  arrays["dev_labels"] = np.array([0, 1], np.int8)
+  arrays["test_labels"] = np.array([1, 1, 0, 0], np.int8)
+  arrays["dev_index"] = np.array([17, 4], np.int64)
+  arrays["test_index"] = np.array([3, 11, 0, 25], np.int64)
+  return arrays
+
+
+def test_a_reviews_file_loads_split_by_split(tmp_path):
+  arrays = _review_arrays()
+  np.savez(tmp_path / "r.npz", **arrays)
+  reviews = lstm_lm.load_reviews(str(tmp_path / "r.npz"))
+  assert reviews.vocab_size == 19 and reviews.source == {"run": "by hand", "max_len": 7}
+  for split in ("train", "dev", "test", "unlabelled"):
+    ragged = reviews.ids[split]
+    np.testing.assert_array_equal(ragged.lengths, arrays[f"{split}_lengths"])
+    ends = np.cumsum(arrays[f"{split}_lengths"])
+    for i, end in enumerate(ends):
+      np.testing.assert_array_equal(ragged[i], arrays[f"{split}_ids"][end - ragged.lengths[i]:end])
+  for split in ("train", "dev", "test"):
+    np.testing.assert_array_equal(reviews.labels[split], arrays[f"{split}_labels"])
+  np.testing.assert_array_equal(reviews.index["dev"], [17, 4])
+  np.testing.assert_array_equal(reviews.index["test"], [3, 11, 0, 25])
+  assert set(reviews.index) == {"dev", "test"}
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"test_index": None}, r"lacks \['test_index'\]: not a file of export_reviews"),
+    ({"vocab_size": None, "unlabelled_lengths": None},
+     r"lacks \['vocab_size', 'unlabelled_lengths'\]"),
+    ({"dev_lengths": np.array([4, 2], np.int32)},
+     "dev_lengths do not cut dev_ids into non-empty reviews"),
+    ({"train_lengths": np.array([3, 0, 5, 2], np.int32), "train_labels": np.array([1, 0, 1, 1])},
+     "train_lengths do not cut train_ids into non-empty reviews"),
+    ({"test_labels": np.array([1, 2, 0, 0], np.int8)},
+     "test_labels must hold one 0/1 label per review"),
+    ({"train_labels": np.array([1, 0], np.int8)}, "train_labels must hold one 0/1 label per"),
+    ({"unlabelled_ids": np.array([0, 1, 2, 19, 4, 5, 6], np.uint16)},
+     r"unlabelled_ids outside the vocabulary \[0, 19\)"),
+    ({"dev_index": np.array([17], np.int64)}, "dev_index must hold one index per review"),
+], ids=["missing_key", "missing_keys", "lengths_not_summing", "empty_review", "label_2",
+        "labels_too_few", "id_outside", "index_too_short"])
+def test_a_reviews_file_names_what_is_missing_or_wrong(tmp_path, changes, message):
+  arrays = _review_arrays()
+  for key, value in changes.items():
+    if value is None:
+      del arrays[key]
+    else:
+      arrays[key] = value
+  np.savez(tmp_path / "r.npz", **arrays)
+  with pytest.raises(ValueError, match=message):
+    lstm_lm.load_reviews(str(tmp_path / "r.npz"))
+
+
+def test_a_missing_or_foreign_reviews_file_says_how_to_write_one(tmp_path):
+  with pytest.raises(FileNotFoundError, match=r"no reviews file at .*none.npz: write one with "
+                                              r"`python -m experiments.sentiment.export_reviews`"):
+    lstm_lm.load_reviews(str(tmp_path / "none.npz"))
+  (tmp_path / "text.npz").write_text("not an archive")
+  with pytest.raises(ValueError, match="text.npz is not a readable .npz reviews file"):
+    lstm_lm.load_reviews(str(tmp_path / "text.npz"))
+
+
+# ---- end to end on the shipped sample
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory, quick_compiles):
+  """A briefly trained ngram_attn run on the shipped IMDB sample (reviews cut to 64 tokens) and
+  its reviews exported: (root, the run's directory, the reviews file)."""
+  del quick_compiles  # set up first, so that the run compiles quickly too
+  root = tmp_path_factory.mktemp("lstm_lm")
+  workdir = train_sample_ngram_run(root, max_len=64, boundaries=(21, 64), steps=3)
+  path = root / "exported" / "reviews.npz"
+  assert export_reviews.main(["--workdir", workdir, "--out", str(path)]) == 0
+  return root, workdir, str(path)
+
+
+@pytest.fixture(scope="module")
+def language_model(sample, quick_compiles):
+  """The folder of a tiny language model pretrained for 120 steps on the sample's reviews."""
+  del quick_compiles
+  out = str(sample[0] / "lm")
+  assert lstm_lm.main(["pretrain", "--reviews", sample[2], "--out", out, *TINY_FLAGS,
+                       "--window", "16", "--batch-size", "8", "--steps", "120",
+                       "--warmup-steps", "5", "--lr", "1e-2"]) == 0
+  return out
+
+
+def test_export_reviews_writes_the_runs_reviews_split_by_split(sample):
+  _, workdir, path = sample
+  reviews = lstm_lm.load_reviews(path)
+  run = runs.load_run(workdir)
+  data = run.task.data
+  counts = {split: data.num_examples(split) for split in ("train", "dev", "test")}
+  assert {split: len(reviews.ids[split]) for split in counts} == counts
+  assert len(reviews.ids["unlabelled"]) == 300
+  assert reviews.vocab_size == len(run.task.vocab)
+  assert reviews.source == {"run": workdir, "protocol": run.config.data.protocol,
+                            "split_seed": run.config.data.split_seed, "max_len": 64,
+                            "vocab_size": len(run.task.vocab),
+                            "reviews": {**counts, "unlabelled": 300}}
+  for split in counts:
+    tokens = data.splits[split].sequences["tokens"]
+    for i in range(counts[split]):
+      np.testing.assert_array_equal(reviews.ids[split][i], np.asarray(tokens[i]))
+    np.testing.assert_array_equal(reviews.labels[split], data.splits[split].scalars["label"])
+  for split in ("dev", "test"):
+    np.testing.assert_array_equal(reviews.index[split], data.splits[split].scalars["index"])
+  records = unlabelled_records(run)
+  assert len(records) == 300
+  for i, record in enumerate(records):
+    np.testing.assert_array_equal(reviews.ids["unlabelled"][i], run.task.encode(record["text"])[1])
+  assert reviews.ids["unlabelled"].lengths.max() <= 64
+  with np.load(path) as raw:  # a vocabulary of fewer than 65,537 ids is stored as uint16
+    assert raw["train_ids"].dtype == np.uint16 and raw["dev_labels"].dtype == np.int8
+
+
+def test_pretraining_lowers_the_loss_and_saves_what_it_learned(sample, language_model):
+  reviews = lstm_lm.load_reviews(sample[2])
+  with open(os.path.join(language_model, "lm.json")) as f:
+    record = json.load(f)
+  params, saved = lstm_lm.load_params(os.path.join(language_model, "lm.npz"))
+  assert saved == record
+  assert record["steps"] == record["steps_planned"] == 120
+  assert record["command"].startswith(f"lstm_lm.py pretrain --reviews {sample[2]} ")
+  assert [row["step"] for row in record["curve"]] == [100, 120]
+  assert record["curve"][-1]["train_loss"] < record["curve"][0]["train_loss"]
+  assert record["held_out_perplexity"] < reviews.vocab_size
+  assert record["model"] == {"embed_dim": 8, "hidden_size": 12, "num_layers": 1,
+                             "word_dropout": 0.1, "dtype": "float32"}
+  stream = lstm_lm.lm_stream([reviews.ids["train"], reviews.ids["unlabelled"]])
+  assert record["stream_tokens"] == len(stream)
+  assert record["steps_per_epoch"] == ((len(stream) - 1) // 16) // 8
+  # The saved parameters are the trained ones: they give the record's held-out perplexity on
+  # dev's windows, computed here in numpy.
+  config = ModelConfig(embed_dim=8, hidden_size=12)
+  model = LanguageModel(reviews.vocab_size, config)
+  assert (jax.tree_util.tree_map(np.shape, params) == jax.tree_util.tree_map(
+      np.shape, model.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32))["params"]))
+  held_out = lstm_lm.lm_stream([reviews.ids["dev"]])
+  assert record["held_out_tokens"] == len(held_out)
+  count = (len(held_out) - 1) // 16
+  inputs = held_out[:count * 16].reshape(count, 16)
+  targets = held_out[1:count * 16 + 1].reshape(count, 16)
+  logits_of = jax.jit(lambda tokens: model.apply({"params": params}, tokens))
+  nats, chunk = 0.0, 64
+  for start in range(0, count, chunk):
+    rows = inputs[start:start + chunk]
+    padded = np.concatenate([rows, np.zeros((chunk - len(rows), 16), np.int32)])
+    logits = np.asarray(logits_of(padded), np.float64)[:len(rows)]  # (n, 16, V)
+    top = logits.max(axis=-1, keepdims=True)
+    log_z = np.log(np.exp(logits - top).sum(axis=-1)) + top[..., 0]
+    picked = np.take_along_axis(logits, targets[start:start + chunk, :, None], -1)[..., 0]
+    nats += float((log_z - picked).sum())
+  loss = nats / inputs.size
+  assert record["held_out_loss"] == pytest.approx(loss, abs=2e-4)
+  assert record["held_out_perplexity"] == pytest.approx(np.exp(loss), rel=2e-4)
+
+
+def test_fine_tuning_writes_a_member_per_seed_with_dev_choosing_the_epoch(sample, language_model):
+  reviews = lstm_lm.load_reviews(sample[2])
+  out = str(sample[0] / "classifiers")
+  lm_path = os.path.join(language_model, "lm.npz")
+  assert lstm_lm.main(["finetune", "--reviews", sample[2], "--pretrained", lm_path, "--out", out,
+                       "--seeds", "0", "1", *TINY_FLAGS, "--epochs", "2", "--max-len", "32",
+                       "--widths", "16", "32"]) == 0
+  _, pretrained = lstm_lm.load_params(lm_path)
+  log_odds = {}
+  for seed in (0, 1):
+    with open(os.path.join(out, f"classifier-seed{seed}.json")) as f:
+      record = json.load(f)
+    with np.load(os.path.join(out, f"classifier-seed{seed}.npz")) as member:
+      assert json.loads(str(member["record"])) == record
+      for split in ("dev", "test"):
+        assert member[f"{split}_log_odds"].shape == (len(reviews.ids[split]),)
+        np.testing.assert_array_equal(member[f"{split}_index"], reviews.index[split])
+        np.testing.assert_array_equal(member[f"{split}_labels"], reviews.labels[split])
+      log_odds[seed] = {split: member[f"{split}_log_odds"] for split in ("dev", "test")}
+    assert record["pretrained"] is True and record["finetuning"]["seed"] == seed
+    assert record["command"].startswith(f"lstm_lm.py finetune --reviews {sample[2]} ")
+    assert record["pretrained_from"] == {"file": lm_path, "steps": 120,
+                                         "held_out_perplexity": pretrained["held_out_perplexity"]}
+    accuracies = [row["dev_accuracy"] for row in record["epochs"]]
+    assert [row["epoch"] for row in record["epochs"]] == [1, 2]
+    assert record["chosen_epoch"] == 1 + accuracies.index(max(accuracies))
+    for split in ("dev", "test"):
+      recomputed = np.mean((log_odds[seed][split] > 0) == (reviews.labels[split] == 1))
+      assert record[f"{split}_accuracy"] == recomputed
+    assert record["dev_accuracy"] == max(accuracies)
+  assert not np.array_equal(log_odds[0]["test"], log_odds[1]["test"])
+
+
+def test_fine_tuning_from_scratch_says_so(sample):
+  out = str(sample[0] / "scratch")
+  assert lstm_lm.main(["finetune", "--reviews", sample[2], "--out", out, *TINY_FLAGS,
+                       "--epochs", "1", "--max-len", "32", "--widths", "16"]) == 0
+  with open(os.path.join(out, "classifier-seed0.json")) as f:
+    record = json.load(f)
+  assert record["pretrained"] is False and "pretrained_from" not in record
+  assert record["chosen_epoch"] == 1 and sorted(os.listdir(out)) == [
+      "classifier-seed0.json", "classifier-seed0.npz"]
+
+
+def test_fine_tuning_refuses_a_language_model_of_other_settings(sample, language_model):
+  lm_path = os.path.join(language_model, "lm.npz")
+  out = str(sample[0] / "refused")
+  with pytest.raises(SystemExit, match=r"lm.npz was pretrained with \{.*'hidden_size': 12.*\}, "
+                                       r"not this command's \{.*'hidden_size': 10"):
+    lstm_lm.main(["finetune", "--reviews", sample[2], "--pretrained", lm_path, "--out", out,
+                  "--embed-dim", "8", "--hidden-size", "10", "--epochs", "1"])
+  assert not os.listdir(out)
+  # Called directly, a trunk of another vocabulary is refused before any training.
+  reviews = lstm_lm.load_reviews(sample[2])
+  other = LanguageModel(reviews.vocab_size + 2, ModelConfig(8, 12)).init(
+      jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32))["params"]["trunk"]
+  config = lstm_lm.FinetuneConfig(epochs=1, max_len=32, widths=(16, 32))
+  with pytest.raises(ValueError, match="the pretrained trunk's parameters do not fit this "
+                                       "classifier"):
+    lstm_lm.finetune(reviews, ModelConfig(8, 12), config, other)
+
+
+def test_the_module_imports_nothing_of_experiments():
+  """It runs by path on a machine with jax, flax, optax and numpy only."""
+  code = ("import runpy, sys\n"
+          "sys.argv = ['lstm_lm.py', '--help']\n"
+          "try:\n"
+          "  runpy.run_path('experiments/sentiment/lstm_lm.py', run_name='__main__')\n"
+          "except SystemExit as e:\n"
+          "  assert e.code == 0, e.code\n"
+          "print(' '.join(sorted(sys.modules)))\n")
+  result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, check=True, timeout=120)
+  help_text, modules = result.stdout.rstrip("\n").rsplit("\n", 1)
+  modules = modules.split()
+  assert "usage: lstm_lm.py" in help_text and "pretrain" in help_text
+  assert "zoo" in modules and "pipelines.batching" in modules and "flax" in modules
+  assert [m for m in modules if m == "experiments" or m.startswith("experiments.")] == []
+  assert [m for m in modules if m.split(".")[0] in ("tensorflow_datasets", "tensorflow")] == []
+
+
+def test_fine_tuning_refuses_a_language_model_of_other_reviews(sample, language_model, tmp_path):
+  """Another export's ids may mean other words, even with as many of them."""
+  with np.load(sample[2]) as raw:
+    arrays = {key: raw[key] for key in raw.files}
+  source = json.loads(str(arrays["source"]))
+  arrays["source"] = np.asarray(json.dumps({**source, "run": "elsewhere"}))
+  other = tmp_path / "other.npz"
+  np.savez(other, **arrays)
+  with pytest.raises(SystemExit, match=r"lm.npz was pretrained on the reviews of .*'run': "
+                                       r".*, not on .*other.npz's .*'run': 'elsewhere'"):
+    lstm_lm.main(["finetune", "--reviews", str(other), "--out", str(tmp_path / "out"),
+                  "--pretrained", os.path.join(language_model, "lm.npz"), *TINY_FLAGS])
+
+
+def test_pretraining_refuses_a_window_longer_than_devs_reviews(sample):
+  reviews = lstm_lm.load_reviews(sample[2])
+  held_out = len(lstm_lm.lm_stream([reviews.ids["dev"]]))
+  config = lstm_lm.PretrainConfig(window=held_out, batch_size=1, steps=1)
+  with pytest.raises(ValueError, match=f"dev's reviews hold {held_out} tokens, too few for one "
+                                       f"held-out window of {held_out} \\+ 1"):
+    lstm_lm.pretrain(reviews, ModelConfig(8, 12), config)
+
+
+@pytest.fixture(scope="module")
+def member(sample, language_model):
+  """A classifier fine-tuned for one epoch from the tiny language model: its member file."""
+  out = str(sample[0] / "member")
+  assert lstm_lm.main(["finetune", "--reviews", sample[2], "--out", out, *TINY_FLAGS,
+                       "--pretrained", os.path.join(language_model, "lm.npz"), "--epochs", "1",
+                       "--max-len", "32", "--widths", "16", "32"]) == 0
+  return os.path.join(out, "classifier-seed0.npz")
+
+
+def test_the_ensemble_blends_a_member_by_its_reviews_indices(sample, member, capsys):
+  root, workdir, _ = sample
+  out = root / "blend" / "ensemble.json"
+  assert ensemble.main(["--workdir", workdir, "--out", str(out), "--max-n", "1", "--costs", "1",
+                        "--pv-epochs", "0", "--member", f"lstm={member}"]) == 0
+  record = json.loads(out.read_text())
+  with np.load(member) as raw:
+    own = json.loads(str(raw["record"]))
+  assert record["ensemble"]["models"] == ["run", "nbsvm", "lstm"]
+  assert record["members"]["lstm"] == {
+      "file": member, "dev_accuracy": own["dev_accuracy"], "test_accuracy": own["test_accuracy"],
+      "pretrained": True, "chosen_epoch": 1, "device": own["device"], "model": own["model"],
+      "pretrained_from": own["pretrained_from"]}
+  by_weights = {tuple(row[:-1]): row[-1] for row in record["ensemble"]["dev_accuracy_by_weights"]}
+  assert by_weights[0.0, 0.0, 1.0] == own["dev_accuracy"]
+  assert f"member lstm read from {member}: dev " in capsys.readouterr().err
+
+
+def _member_with(member: str, path, **changes) -> str:
+  with np.load(member) as raw:
+    arrays = {key: raw[key] for key in raw.files}
+  for key, change in changes.items():
+    arrays[key] = change(arrays[key])
+  np.savez(path, **arrays)
+  return str(path)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"dev_index": lambda a: a[::-1]}, "scores other dev reviews than the run's"),
+    ({"test_index": lambda a: a[:-1]}, "scores other test reviews than the run's"),
+    ({"dev_labels": lambda a: 1 - a}, "gives other dev labels than the run's"),
+    ({"test_log_odds": lambda a: np.full_like(a, np.nan)}, "holds log-odds that are not finite on test"),
+])
+def test_the_ensemble_refuses_a_member_of_other_reviews(sample, member, tmp_path, capsys, changes,
+                                                         message):
+  path = _member_with(member, tmp_path / "changed.npz", **changes)
+  with pytest.raises(SystemExit) as exit_info:
+    ensemble.main(["--workdir", sample[1], "--out", str(tmp_path / "e.json"), "--max-n", "1",
+                   "--costs", "1", "--pv-epochs", "0", "--member", f"lstm={path}"])
+  assert exit_info.value.code == 2
+  assert f"--member: {path} {message}" in capsys.readouterr().err
+  assert not (tmp_path / "e.json").exists()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("lstm", "expected NAME=FILE"),
+    ("LSTM={member}", "expected NAME=FILE"),
+    ("nbsvm={member}", "the name 'nbsvm' is taken"),
+    ("lstm=/no/such.npz", "no such file /no/such.npz"),
+])
+def test_the_ensemble_names_what_is_wrong_with_a_member(sample, member, tmp_path, capsys, spec,
+                                                        message):
+  with pytest.raises(SystemExit) as exit_info:
+    ensemble.main(["--workdir", sample[1], "--out", str(tmp_path / "e.json"),
+                   "--member", spec.format(member=member)])
+  assert exit_info.value.code == 2 and message in capsys.readouterr().err
