@@ -1,0 +1,137 @@
+"""What the LSTM language-model recipe (experiments/sentiment/lstm_lm.py) costs on this machine:
+the seconds of one pretraining step and of one fine-tuning step at each bucket width, and from
+them the time of the recipe's steps, so that a run measured on one machine can be priced on
+another.
+
+    python -m benchmarks.lstm_lm_steps [--steps 3] [--dtype float32] [--hidden-size 1024] \
+        [--lm-steps 5406] [--reviews runs/imdb_lm/reviews.npz] [--json out.json]
+
+Each step is the recipe's own (lstm_lm.pretrain's and lstm_lm.finetune's step functions are
+rebuilt here from the same models, loss and optimizer) on random ids of the full vocabulary (the
+cost does not depend on the ids), timed as the median of `--steps` steps after one to compile.
+With --reviews, the fine-tuning epoch's batches are counted per bucket from the real reviews
+(lstm_lm's batcher), and the epoch is priced as the sum over its batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from experiments.sentiment import lstm_lm
+
+
+def _time(fn, args, steps: int) -> float:
+  """The median seconds of `steps` calls of fn(*args) after one call to compile."""
+  jax.block_until_ready(fn(*args))
+  times = []
+  for _ in range(steps):
+    started = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    times.append(time.perf_counter() - started)
+  return statistics.median(times)
+
+
+def lm_step_seconds(vocab: int, model: lstm_lm.ModelConfig, config: lstm_lm.PretrainConfig,
+                    steps: int) -> float:
+  net = lstm_lm.LanguageModel(vocab, model, config.output_dropout)
+  params = net.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32))["params"]
+  optimizer = lstm_lm._optimizer(config.clip)  # pylint: disable=protected-access
+  state = optimizer.init(params)
+
+  @jax.jit
+  def step(params, state, inputs, targets, key):
+    def loss_fn(params):
+      logits = net.apply({"params": params}, inputs, deterministic=False, rngs={"dropout": key})
+      return lstm_lm.lm_loss(logits, targets)
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    updates, state = optimizer.update(grads, state, params)
+    return lstm_lm._apply(params, updates, 1e-3), state, loss  # pylint: disable=protected-access
+
+  ids = np.random.default_rng(0).integers(4, vocab, (config.batch_size, config.window + 1))
+  return _time(step, (params, state, ids[:, :-1], ids[:, 1:], jax.random.PRNGKey(1)), steps)
+
+
+def finetune_step_seconds(vocab: int, model: lstm_lm.ModelConfig, batch_size: int, width: int,
+                          steps: int) -> float:
+  net = lstm_lm.Classifier(vocab, model)
+  params = net.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32),
+                    jnp.full((1,), 8))["params"]
+  optimizer = lstm_lm._optimizer(1.0)  # pylint: disable=protected-access
+  state = optimizer.init(params)
+
+  @jax.jit
+  def step(params, state, tokens, lengths, label, key):
+    def loss_fn(params):
+      logits = net.apply({"params": params}, tokens, lengths, deterministic=False,
+                         rngs={"dropout": key})
+      return jnp.mean(-jax.nn.log_softmax(logits)[jnp.arange(len(label)), label])
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    updates, state = optimizer.update(grads, state, params)
+    return lstm_lm._apply(params, updates, 1e-3), state, loss  # pylint: disable=protected-access
+
+  rng = np.random.default_rng(0)
+  tokens = rng.integers(4, vocab, (batch_size, width))
+  lengths = np.full(batch_size, width)
+  labels = rng.integers(0, 2, batch_size)
+  return _time(step, (params, state, tokens, lengths, labels, jax.random.PRNGKey(1)), steps)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  parser = argparse.ArgumentParser(prog="python -m benchmarks.lstm_lm_steps",
+                                   description=__doc__.split("\n\n")[0])
+  parser.add_argument("--steps", type=int, default=3, help="timed steps (after one compile)")
+  parser.add_argument("--vocab", type=int, default=28632, help="V (the README chain's: 28,632)")
+  parser.add_argument("--embed-dim", type=int, default=256)
+  parser.add_argument("--hidden-size", type=int, default=1024)
+  parser.add_argument("--dtype", choices=sorted(lstm_lm.DTYPES), default="float32")
+  parser.add_argument("--lm-steps", type=int, default=5406,
+                      help="the pretraining's steps to price (the H200 run's: 5,406)")
+  parser.add_argument("--widths", type=int, nargs="+", default=[256, 512])
+  parser.add_argument("--epochs", type=int, default=5, help="fine-tuning epochs to price")
+  parser.add_argument("--reviews", help="export_reviews' file: count the epoch's batches")
+  parser.add_argument("--json", help="write the figures here too")
+  args = parser.parse_args(argv)
+  model = lstm_lm.ModelConfig(args.embed_dim, args.hidden_size, dtype=args.dtype)
+  pretraining = lstm_lm.PretrainConfig()
+  finetuning = lstm_lm.FinetuneConfig(max_len=max(args.widths), widths=tuple(args.widths))
+  record = {"device": jax.devices()[0].device_kind, "backend": jax.default_backend(),
+            "model": vars(args) | {"json": None}}
+  record["lm_step_s"] = lm_step_seconds(args.vocab, model, pretraining, args.steps)
+  record["lm_hours"] = record["lm_step_s"] * args.lm_steps / 3600
+  print(f"pretraining step ({pretraining.batch_size} x {pretraining.window}): "
+        f"{record['lm_step_s']:.3f} s; {args.lm_steps} steps: {record['lm_hours']:.2f} h",
+        flush=True)
+  record["finetune_step_s"] = {}
+  for width in args.widths:
+    seconds = finetune_step_seconds(args.vocab, model, finetuning.batch_size, width, args.steps)
+    record["finetune_step_s"][width] = seconds
+    print(f"fine-tuning step ({finetuning.batch_size} x {width}): {seconds:.3f} s", flush=True)
+  if args.reviews:
+    reviews = lstm_lm.load_reviews(args.reviews)
+    batcher = lstm_lm._classifier_batcher(  # pylint: disable=protected-access
+        reviews.ids["train"], reviews.labels["train"], finetuning)
+    plan = batcher.epoch_plan(0, 0)
+    counts = {w: sum(1 for bucket, _ in plan if batcher.boundaries["tokens"][bucket] == w)
+              for w in args.widths}
+    epoch_s = sum(counts[w] * record["finetune_step_s"][w] for w in args.widths)
+    record |= {"batches_per_epoch": counts, "finetune_epoch_min": epoch_s / 60,
+               "finetune_min": args.epochs * epoch_s / 60}
+    print(f"a fine-tuning epoch ({counts} batches by width): {epoch_s / 60:.1f} min; "
+          f"{args.epochs} epochs: {args.epochs * epoch_s / 60:.1f} min", flush=True)
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump(record, f, indent=1)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
