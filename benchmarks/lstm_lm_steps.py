@@ -100,6 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--reviews", help="export_reviews' file: count the epoch's batches")
   parser.add_argument("--json", help="write the figures here too")
   args = parser.parse_args(argv)
+  if args.steps < 1 or args.lm_steps < 1 or args.epochs < 1:
+    parser.error(f"--steps, --lm-steps and --epochs must be >= 1, got {args.steps}, "
+                 f"{args.lm_steps} and {args.epochs}")
+  if list(args.widths) != sorted(set(args.widths)) or args.widths[0] < 1:
+    parser.error(f"--widths must be positive and ascending, got {args.widths}")
   model = lstm_lm.ModelConfig(args.embed_dim, args.hidden_size, dtype=args.dtype)
   pretraining = lstm_lm.PretrainConfig()
   finetuning = lstm_lm.FinetuneConfig(max_len=max(args.widths), widths=tuple(args.widths))
