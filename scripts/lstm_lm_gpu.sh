@@ -15,7 +15,7 @@
 # to a dry run of the plumbing on a CPU (OUT=/tmp/dry QUICK=1 bash scripts/lstm_lm_gpu.sh).
 set -uo pipefail
 out=${OUT:-/tmp/lstm-lm-gpu}
-work=/tmp/lstm-lm
+work=${WORK:-/tmp/lstm-lm}
 reviews=${REVIEWS:-runs/imdb_lm/reviews.npz}
 py=${PYTHON:-python3}
 mkdir -p "$out/scratch" "$work/scratch"

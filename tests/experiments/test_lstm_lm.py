@@ -599,3 +599,36 @@ def test_the_ensemble_names_what_is_wrong_with_a_member(sample, member, tmp_path
     ensemble.main(["--workdir", sample[1], "--out", str(tmp_path / "e.json"),
                    "--member", spec.format(member=member)])
   assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_gpu_script_brings_back_the_recipes_files_in_quick_mode(tmp_path):
+  """scripts/lstm_lm_gpu.sh end to end with QUICK=1 (tiny sizes) on this machine: the files a
+  device call brings back (at most 8), each seed's member, the log of every stage."""
+  arrays = _review_arrays()
+  rng = np.random.default_rng(4)
+  for split, count in (("train", 70), ("dev", 3)):  # a batch of 64 reviews; a held-out window
+    lengths = rng.integers(9, 14, count).astype(np.int32)
+    arrays[f"{split}_lengths"] = lengths
+    arrays[f"{split}_ids"] = rng.integers(4, 19, lengths.sum()).astype(np.uint16)
+    arrays[f"{split}_labels"] = (np.arange(count) % 2).astype(np.int8)
+  arrays["dev_index"] = np.array([5, 1, 8])
+  reviews = tmp_path / "reviews.npz"
+  np.savez(reviews, **arrays)
+  out = tmp_path / "out"
+  env = {**os.environ, "QUICK": "1", "OUT": str(out), "WORK": str(tmp_path / "work"),
+         "REVIEWS": str(reviews), "PYTHON": sys.executable}
+  done = subprocess.run(["bash", "scripts/lstm_lm_gpu.sh"], cwd=REPO, env=env,
+                        capture_output=True, text=True, timeout=300, check=False)
+  assert done.returncode == 0, done.stdout + done.stderr
+  files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+  assert files == ["classifier-seed0.npz", "classifier-seed1.npz", "classifier-seed2.npz",
+                   "gpu.log", "lm.json", "scratch/classifier-seed0.npz"]
+  log = (out / "gpu.log").read_text()
+  for line in ("pretrained 30 steps", "seed 0 (pretrained): dev", "seed 2 (pretrained): dev",
+               "seed 0 (from scratch): dev"):
+    assert line in log
+  for name in files[:3] + files[-1:]:
+    with np.load(out / name) as member:
+      record = json.loads(str(member["record"]))
+      assert record["pretrained"] == (not name.startswith("scratch"))
+      np.testing.assert_array_equal(member["dev_index"], [5, 1, 8])
