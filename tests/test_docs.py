@@ -111,11 +111,13 @@ def test_every_readme_command_is_accepted_as_written(monkeypatch, tmp_path):
   from experiments import cli, distributed, runs
   from pipelines import __main__ as pipelines_cli
   from pipelines import download
+  from experiments.sentiment import lstm_lm
 
   def parsed(*args, **kwargs):
     raise _Parsed()
   for owner, name in ((runs, "make_task"), (runs, "load_run"), (runs, "load_config"),
-                      (runs, "evaluate_run"), (distributed, "initialize"), (download, "fetch")):
+                      (runs, "evaluate_run"), (distributed, "initialize"), (download, "fetch"),
+                      (lstm_lm, "load_reviews")):
     monkeypatch.setattr(owner, name, parsed)
   mains = {"experiments": cli.main, "pipelines": pipelines_cli.main}
   commands = _readme_commands()
@@ -126,6 +128,10 @@ def test_every_readme_command_is_accepted_as_written(monkeypatch, tmp_path):
     for flag, value in zip(argv, argv[1:]):
       if flag in ("--input-file", "--pairs"):
         (tmp_path / value).write_text("I won!\tJ'ai gagné !\n", encoding="utf-8")
+      if flag == "--member":  # NAME=FILE: a file of the repository, here where the user is
+        path = tmp_path / value.partition("=")[2]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
     main = mains.get(module) or importlib.import_module(module).main  # a module command
     try:
       status = main(argv)

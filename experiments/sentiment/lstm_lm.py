@@ -626,7 +626,16 @@ def _log(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
   argv = sys.argv[1:] if argv is None else list(argv)
   command = " ".join(["lstm_lm.py", *argv])  # what the records say made them
-  args = _parser().parse_args(argv)
+  parser = _parser()
+  args = parser.parse_args(argv)
+  try:
+    return _run(args, command)
+  except (FileNotFoundError, ValueError) as error:  # a missing or wrong file, a bad setting
+    parser.error(str(error))
+    raise  # unreachable: parser.error exits
+
+
+def _run(args: argparse.Namespace, command: str) -> int:
   started = time.perf_counter()
   reviews = load_reviews(args.reviews)
   os.makedirs(args.out, exist_ok=True)

@@ -632,3 +632,15 @@ def test_the_gpu_script_brings_back_the_recipes_files_in_quick_mode(tmp_path):
       record = json.loads(str(member["record"]))
       assert record["pretrained"] == (not name.startswith("scratch"))
       np.testing.assert_array_equal(member["dev_index"], [5, 1, 8])
+
+
+def test_the_command_names_a_missing_or_wrong_file_and_exits_2(tmp_path, capsys):
+  for argv, message in (
+      (["pretrain", "--reviews", str(tmp_path / "none.npz"), "--out", str(tmp_path)],
+       "no reviews file at "),
+      (["finetune", "--reviews", str(tmp_path / "r.npz"), "--out", str(tmp_path),
+        "--pretrained", str(tmp_path / "lm.npz")], "no pretrained language model at ")):
+    np.savez(tmp_path / "r.npz", **_review_arrays())
+    with pytest.raises(SystemExit) as exit_info:
+      lstm_lm.main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
