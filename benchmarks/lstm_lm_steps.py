@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks import common
 from experiments.sentiment import lstm_lm
 
 
@@ -108,8 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   model = lstm_lm.ModelConfig(args.embed_dim, args.hidden_size, dtype=args.dtype)
   pretraining = lstm_lm.PretrainConfig()
   finetuning = lstm_lm.FinetuneConfig(max_len=max(args.widths), widths=tuple(args.widths))
-  record = {"device": jax.devices()[0].device_kind, "backend": jax.default_backend(),
-            "model": vars(args) | {"json": None}}
+  record = {"machine": common.machine(), "settings": vars(args) | {"json": None}}
   record["lm_step_s"] = lm_step_seconds(args.vocab, model, pretraining, args.steps)
   record["lm_hours"] = record["lm_step_s"] * args.lm_steps / 3600
   print(f"pretraining step ({pretraining.batch_size} x {pretraining.window}): "

@@ -35,7 +35,8 @@ def test_the_epoch_is_priced_batch_by_batch_from_the_step_times(tmp_path, capsys
                              "--epochs", "3", "--reviews", _reviews(tmp_path / "r.npz", lengths),
                              "--json", str(out)]) == 0
   record = json.loads(out.read_text())
-  assert record["backend"] == "cpu" and record["lm_step_s"] > 0
+  assert record["machine"]["backend"] == "cpu" and record["lm_step_s"] > 0
+  assert record["settings"]["hidden_size"] == 5 and record["settings"]["lm_steps"] == 7
   assert record["lm_hours"] == pytest.approx(record["lm_step_s"] * 7 / 3600)
   assert record["batches_per_epoch"] == {"9": 1, "13": 2}
   step = record["finetune_step_s"]
