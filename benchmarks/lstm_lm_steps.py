@@ -4,7 +4,8 @@ them the time of the recipe's steps, so that a run measured on one machine can b
 another.
 
     python -m benchmarks.lstm_lm_steps [--steps 3] [--dtype float32] [--hidden-size 1024] \
-        [--lm-steps 5406] [--reviews runs/imdb_lm/reviews.npz] [--json out.json]
+        [--embed-dim 256] [--vocab 28632] [--window 256] [--batch-size 128] [--lm-steps 5406] \
+        [--reviews runs/imdb_lm/reviews.npz] [--json out.json]
 
 Each step is the recipe's own (lstm_lm.pretrain's and lstm_lm.finetune's step functions are
 rebuilt here from the same models, loss and optimizer) on random ids of the full vocabulary (the
@@ -94,6 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--embed-dim", type=int, default=256)
   parser.add_argument("--hidden-size", type=int, default=1024)
   parser.add_argument("--dtype", choices=sorted(lstm_lm.DTYPES), default="float32")
+  parser.add_argument("--window", type=int, default=lstm_lm.PretrainConfig.window,
+                      help="the pretraining's window L")
+  parser.add_argument("--batch-size", type=int, default=lstm_lm.PretrainConfig.batch_size,
+                      help="the pretraining's windows per step")
   parser.add_argument("--lm-steps", type=int, default=5406,
                       help="the pretraining's steps to price (the H200 run's: 5,406)")
   parser.add_argument("--widths", type=int, nargs="+", default=[256, 512])
@@ -107,14 +112,15 @@ def main(argv: Sequence[str] | None = None) -> int:
   if list(args.widths) != sorted(set(args.widths)) or args.widths[0] < 1:
     parser.error(f"--widths must be positive and ascending, got {args.widths}")
   model = lstm_lm.ModelConfig(args.embed_dim, args.hidden_size, dtype=args.dtype)
-  pretraining = lstm_lm.PretrainConfig()
+  pretraining = lstm_lm.PretrainConfig(window=args.window, batch_size=args.batch_size)
   finetuning = lstm_lm.FinetuneConfig(max_len=max(args.widths), widths=tuple(args.widths))
   record = {"machine": common.machine(), "settings": vars(args) | {"json": None}}
   record["lm_step_s"] = lm_step_seconds(args.vocab, model, pretraining, args.steps)
   record["lm_hours"] = record["lm_step_s"] * args.lm_steps / 3600
+  record["lm_tokens_per_s"] = pretraining.batch_size * pretraining.window / record["lm_step_s"]
   print(f"pretraining step ({pretraining.batch_size} x {pretraining.window}): "
-        f"{record['lm_step_s']:.3f} s; {args.lm_steps} steps: {record['lm_hours']:.2f} h",
-        flush=True)
+        f"{record['lm_step_s']:.3f} s ({record['lm_tokens_per_s']:,.0f} tokens/s); "
+        f"{args.lm_steps} steps: {record['lm_hours']:.2f} h", flush=True)
   record["finetune_step_s"] = {}
   for width in args.widths:
     seconds = finetune_step_seconds(args.vocab, model, finetuning.batch_size, width, args.steps)

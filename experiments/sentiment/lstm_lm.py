@@ -58,6 +58,8 @@ import optax
 from pipelines.batching import Batcher
 from pipelines.batching import Ragged
 from pipelines.vocab import EOS_ID
+from pipelines.vocab import SPECIALS
+from pipelines.vocab import UNK_ID
 import zoo
 
 Params = Any
@@ -192,6 +194,19 @@ def load_reviews(path: str) -> Reviews:
     if len(values) != len(ids[split]):
       raise ValueError(f"{path}: {split}_index must hold one index per review")
   return Reviews(vocab_size, ids, labels, index, json.loads(str(arrays["source"])))
+
+
+def cap_vocabulary(reviews: Reviews, size: int) -> Reviews:
+  """The reviews with every id from `size` on replaced by UNK_ID: the vocabulary cut to its first
+  `size` ids, which the pipeline's vocabularies rank by frequency (after the specials), so to the
+  size - 4 most frequent words. A smaller output layer makes pretraining cheaper."""
+  if not len(SPECIALS) < size <= reviews.vocab_size:
+    raise ValueError(f"vocabulary cap: expected {len(SPECIALS) + 1} to {reviews.vocab_size} "
+                     f"(the reviews' vocabulary), got {size}")
+  ids = {split: Ragged(np.where(ragged.flat < size, ragged.flat, UNK_ID), ragged.lengths)
+         for split, ragged in reviews.ids.items()}
+  return dataclasses.replace(reviews, vocab_size=size, ids=ids,
+                             source={**reviews.source, "vocab_cap": size})
 
 
 def lm_stream(reviews: Sequence[Ragged]) -> np.ndarray:
@@ -576,6 +591,9 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
 
 def _add_model_flags(parser: argparse.ArgumentParser) -> None:
   d = ModelConfig()
+  parser.add_argument("--vocab-cap", type=int, default=None,
+                      help="keep the vocabulary's first N ids (its N - 4 most frequent words), "
+                           "the rest as unk (default: all)")
   parser.add_argument("--embed-dim", type=int, default=d.embed_dim)
   parser.add_argument("--hidden-size", type=int, default=d.hidden_size)
   parser.add_argument("--num-layers", type=int, default=d.num_layers)
@@ -638,6 +656,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, command: str) -> int:
   started = time.perf_counter()
   reviews = load_reviews(args.reviews)
+  if args.vocab_cap is not None:
+    reviews = cap_vocabulary(reviews, args.vocab_cap)
   os.makedirs(args.out, exist_ok=True)
   model_config = _model_config(args)
   if args.command == "pretrain":
@@ -656,6 +676,10 @@ def _run(args: argparse.Namespace, command: str) -> int:
     if pretrained["model"] != dataclasses.asdict(model_config):
       raise SystemExit(f"lstm_lm.py: {args.pretrained} was pretrained with {pretrained['model']}, "
                        f"not this command's {dataclasses.asdict(model_config)}")
+    if pretrained["vocab_size"] != reviews.vocab_size:
+      raise SystemExit(f"lstm_lm.py: {args.pretrained} was pretrained on a vocabulary of "
+                       f"{pretrained['vocab_size']:,} ids, this command's reviews have "
+                       f"{reviews.vocab_size:,}: give --vocab-cap as pretraining did")
     if pretrained["source"] != dict(reviews.source):
       raise SystemExit(f"lstm_lm.py: {args.pretrained} was pretrained on the reviews of "
                        f"{pretrained['source']}, not on {args.reviews}'s {dict(reviews.source)}: "

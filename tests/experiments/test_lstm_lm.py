@@ -644,3 +644,38 @@ def test_the_command_names_a_missing_or_wrong_file_and_exits_2(tmp_path, capsys)
     with pytest.raises(SystemExit) as exit_info:
       lstm_lm.main(argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_vocabulary_cap_makes_the_rarer_words_unknown(tmp_path):
+  arrays = _review_arrays()
+  np.savez(tmp_path / "r.npz", **arrays)
+  reviews = lstm_lm.load_reviews(str(tmp_path / "r.npz"))
+  capped = lstm_lm.cap_vocabulary(reviews, 11)
+  assert capped.vocab_size == 11 and capped.source == {**reviews.source, "vocab_cap": 11}
+  for split in ("train", "dev", "test", "unlabelled"):
+    flat = arrays[f"{split}_ids"].astype(np.int32)
+    np.testing.assert_array_equal(capped.ids[split].flat, np.where(flat >= 11, 1, flat))
+    np.testing.assert_array_equal(capped.ids[split].lengths, arrays[f"{split}_lengths"])
+  assert (arrays["train_ids"] >= 11).any()  # the cap acts on this file
+  for size in (4, 20):
+    with pytest.raises(ValueError, match=f"vocabulary cap: expected 5 to 19 .*, got {size}"):
+      lstm_lm.cap_vocabulary(reviews, size)
+
+
+def test_fine_tuning_needs_the_vocabulary_cap_pretraining_had(sample, tmp_path):
+  out = str(tmp_path / "lm")
+  assert lstm_lm.main(["pretrain", "--reviews", sample[2], "--out", out, *TINY_FLAGS,
+                       "--vocab-cap", "300", "--window", "16", "--batch-size", "8", "--steps",
+                       "3", "--warmup-steps", "2"]) == 0
+  with open(os.path.join(out, "lm.json")) as f:
+    record = json.load(f)
+  assert record["vocab_size"] == 300 and record["source"]["vocab_cap"] == 300
+  with pytest.raises(SystemExit, match=r"lm.npz was pretrained on a vocabulary of 300 ids, this "
+                                       r"command's reviews have [\d,]+: give --vocab-cap"):
+    lstm_lm.main(["finetune", "--reviews", sample[2], "--pretrained", f"{out}/lm.npz",
+                  "--out", str(tmp_path / "c"), *TINY_FLAGS])
+  assert lstm_lm.main(["finetune", "--reviews", sample[2], "--pretrained", f"{out}/lm.npz",
+                       "--out", str(tmp_path / "c"), *TINY_FLAGS, "--vocab-cap", "300",
+                       "--epochs", "1", "--max-len", "32", "--widths", "16", "32"]) == 0
+  with np.load(tmp_path / "c" / "classifier-seed0.npz") as member:
+    assert json.loads(str(member["record"]))["source"]["vocab_cap"] == 300
