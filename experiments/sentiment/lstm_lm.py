@@ -100,6 +100,7 @@ class PretrainConfig:
     output_dropout: dropout on the LSTM's outputs before the output layer.
     lr, warmup_steps, clip: the peak learning rate, its linear warm-up, the gradients' norm cap.
     seed: initialisation, dropout and the windows' offsets and order.
+    log_every: the steps between the train loss's log lines (and its curve's points).
   """
   window: int = 256
   batch_size: int = 128
@@ -111,6 +112,7 @@ class PretrainConfig:
   warmup_steps: int = 200
   clip: float = 1.0
   seed: int = 0
+  log_every: int = 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -353,8 +355,14 @@ def _apply(params: Params, updates: Params, lr: jax.Array) -> Params:
 
 
 def pretrain(reviews: Reviews, model_config: ModelConfig, config: PretrainConfig,
-             log: Callable[[str], None] = lambda _: None) -> tuple[Params, dict[str, Any]]:
+             log: Callable[[str], None] = lambda _: None, checkpoint_dir: str | None = None,
+             checkpoint_every: int | None = None) -> tuple[Params, dict[str, Any]]:
   """Trains the language model on the training and unlabelled reviews (module docstring).
+
+  With `checkpoint_dir`, an Orbax checkpoint of the parameters, the optimizer's state, the dropout
+  key and the position in the stream is kept there every `checkpoint_every` steps (a multiple of
+  config.log_every), and a call that finds one resumes from it: its steps are those the
+  uninterrupted run would have taken, to the bit on the same machine.
 
   Returns:
     (the LanguageModel's parameters, a record: settings, steps, the train loss along the way, the
@@ -403,11 +411,24 @@ def pretrain(reviews: Reviews, model_config: ModelConfig, config: PretrainConfig
 
   log(f"pretraining on {len(stream):,} tokens ({per_epoch} steps of {config.batch_size} x "
       f"{config.window} an epoch), {total} steps planned")
-  started = time.perf_counter()
-  curve, losses, done, epoch, timed_from = [], [], 0, 0, None
+  identity = {"model": dataclasses.asdict(model_config), "pretraining": dataclasses.asdict(config),
+              "vocab_size": reviews.vocab_size, "source": dict(reviews.source)}
+  checkpoints = _Checkpoints(checkpoint_dir, checkpoint_every, config.log_every, identity)
+  curve, losses, done, epoch, skip, before, timed_from = [], [], 0, 0, 0, 0.0, None
+  resumed = checkpoints.restore({"params": params, "opt_state": opt_state,
+                                 "dropout_key": dropout_key})
+  if resumed is not None:
+    state, meta = resumed
+    params, opt_state, dropout_key = state["params"], state["opt_state"], state["dropout_key"]
+    done, total, epoch, skip = meta["done"], meta["total"], meta["epoch"], meta["position"]
+    curve, before = meta["curve"], meta["seconds"]
+    log(f"resumed from {checkpoint_dir} at step {done}/{total}")
+  started = time.perf_counter() - before
   while done < total:
-    for inputs, targets in epoch_batches(stream, config.window, config.batch_size, config.seed,
-                                         epoch):
+    for position, (inputs, targets) in enumerate(epoch_batches(
+        stream, config.window, config.batch_size, config.seed, epoch)):
+      if position < skip:  # taken before the checkpoint this call resumed from
+        continue
       if done == total:
         break
       dropout_key, key = jax.random.split(dropout_key)
@@ -427,13 +448,18 @@ def pretrain(reviews: Reviews, model_config: ModelConfig, config: PretrainConfig
           total = max(min(total, fits), done)
           log(f"{seconds_per_step * 1e3:.1f} ms a step: {total} steps fit "
               f"{config.time_budget_s:.0f} s")
-      if done % 100 == 0 or done == total:
+      if done % config.log_every == 0 or done == total:
         mean = float(jnp.mean(jnp.stack(losses)))
         losses = []
         curve.append({"step": done, "train_loss": round(mean, 4),
                       "seconds": round(time.perf_counter() - started, 1)})
         log(f"step {done}/{total}: train loss {mean:.4f}  lr {lr:.2e}  "
             f"{curve[-1]['seconds']:.0f} s")
+      if checkpoints.due(done) and done < total:
+        checkpoints.save({"params": params, "opt_state": opt_state, "dropout_key": dropout_key},
+                         {"done": done, "total": total, "epoch": epoch, "position": position + 1,
+                          "curve": curve, "seconds": time.perf_counter() - started})
+    skip = 0
     epoch += 1
   train_s = time.perf_counter() - started
   held = held_out_loss(params)
@@ -450,6 +476,49 @@ def pretrain(reviews: Reviews, model_config: ModelConfig, config: PretrainConfig
   log(f"pretrained {done} steps ({record['epochs']} epochs) in {train_s:.0f} s; held-out "
       f"perplexity {record['held_out_perplexity']}")
   return params, record
+
+
+class _Checkpoints:
+  """pretrain's Orbax checkpoints (the latest one kept), or nothing when `folder` is None."""
+
+  def __init__(self, folder: str | None, every: int | None, log_every: int,
+               identity: Mapping[str, Any]):
+    self.every, self.identity, self.manager = every, json.loads(json.dumps(identity)), None
+    if folder is None:
+      return
+    if every is None or every < 1 or every % log_every:
+      raise ValueError(f"checkpoint_every: expected a positive multiple of log_every "
+                       f"({log_every}), got {every}")
+    import orbax.checkpoint as ocp  # pylint: disable=import-outside-toplevel
+    self.ocp = ocp
+    self.manager = ocp.CheckpointManager(
+        os.path.abspath(folder), item_names=("state", "meta"),
+        options=ocp.CheckpointManagerOptions(max_to_keep=1, enable_async_checkpointing=False))
+
+  def due(self, done: int) -> bool:
+    return self.manager is not None and done % self.every == 0
+
+  def save(self, state: Params, meta: Mapping[str, Any]) -> None:
+    self.manager.save(meta["done"], args=self.ocp.args.Composite(
+        state=self.ocp.args.StandardSave(state),
+        meta=self.ocp.args.JsonSave({**meta, "identity": self.identity})))
+    self.manager.wait_until_finished()
+
+  def restore(self, like: Params) -> tuple[Params, dict[str, Any]] | None:
+    """(state shaped as `like`, meta) of the latest checkpoint, or None; a ValueError if it was
+    written by a run of other settings or reviews."""
+    if self.manager is None or self.manager.latest_step() is None:
+      return None
+    step = self.manager.latest_step()
+    meta = self.manager.restore(step, args=self.ocp.args.Composite(
+        meta=self.ocp.args.JsonRestore()))["meta"]
+    if meta["identity"] != self.identity:
+      raise ValueError(f"the checkpoint in {self.manager.directory} is of a run with other "
+                       f"settings or reviews ({meta['identity']}); remove it to start afresh")
+    abstract = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), like)
+    state = self.manager.restore(step, args=self.ocp.args.Composite(
+        state=self.ocp.args.StandardRestore(abstract)))["state"]
+    return state, meta
 
 
 def save_params(path: str, params: Params, record: Mapping[str, Any]) -> None:
@@ -618,6 +687,10 @@ def _parser() -> argparse.ArgumentParser:
   p.add_argument("--lr", type=float, default=d.lr)
   p.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
   p.add_argument("--seed", type=int, default=d.seed)
+  p.add_argument("--log-every", type=int, default=d.log_every)
+  p.add_argument("--checkpoint-every", type=int, default=None,
+                 help="keep an Orbax checkpoint in OUT/checkpoints every N steps (a multiple of "
+                      "--log-every), from which the same command resumes (default: none)")
   f = commands.add_parser("finetune", help="fine-tune classifiers, one per seed")
   f.add_argument("--reviews", required=True, help="export_reviews' .npz file")
   f.add_argument("--pretrained", help="pretrain's lm.npz (left out: the trunk from scratch)")
@@ -663,8 +736,10 @@ def _run(args: argparse.Namespace, command: str) -> int:
   if args.command == "pretrain":
     config = PretrainConfig(args.window, args.batch_size, args.epochs, args.steps,
                             args.time_budget_s, args.output_dropout, args.lr, args.warmup_steps,
-                            seed=args.seed)
-    params, record = pretrain(reviews, model_config, config, _log)
+                            seed=args.seed, log_every=args.log_every)
+    params, record = pretrain(
+        reviews, model_config, config, _log, checkpoint_every=args.checkpoint_every,
+        checkpoint_dir=(os.path.join(args.out, "checkpoints") if args.checkpoint_every else None))
     record["command"] = command
     save_params(os.path.join(args.out, "lm.npz"), params, record)
     with open(os.path.join(args.out, "lm.json"), "w") as f:

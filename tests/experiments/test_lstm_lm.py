@@ -5,6 +5,7 @@ and fine-tuning end to end on the shipped IMDB sample."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -679,3 +680,42 @@ def test_fine_tuning_needs_the_vocabulary_cap_pretraining_had(sample, tmp_path):
                        "--epochs", "1", "--max-len", "32", "--widths", "16", "32"]) == 0
   with np.load(tmp_path / "c" / "classifier-seed0.npz") as member:
     assert json.loads(str(member["record"]))["source"]["vocab_cap"] == 300
+
+
+def test_pretraining_resumes_from_its_checkpoint_to_the_bit(sample, tmp_path, monkeypatch):
+  """12 steps straight, against 12 steps interrupted after step 9 and resumed from the
+  checkpoint of step 8 (a checkpoint every 4 steps): the same parameters and curve."""
+  reviews = lstm_lm.load_reviews(sample[2])
+  config = lstm_lm.PretrainConfig(window=16, batch_size=8, steps=12, warmup_steps=3, lr=1e-2,
+                                  log_every=4)
+  model = ModelConfig(8, 12)
+  straight, record = lstm_lm.pretrain(reviews, model, config)
+  folder = str(tmp_path / "checkpoints")
+  real_batches, served = lstm_lm.epoch_batches, []
+
+  def interrupted(*args):
+    for batch in real_batches(*args):
+      if len(served) == 9:
+        raise KeyboardInterrupt
+      served.append(1)
+      yield batch
+  monkeypatch.setattr(lstm_lm, "epoch_batches", interrupted)
+  with pytest.raises(KeyboardInterrupt):
+    lstm_lm.pretrain(reviews, model, config, checkpoint_dir=folder, checkpoint_every=4)
+  assert sorted(os.listdir(folder)) == ["8"]
+  monkeypatch.setattr(lstm_lm, "epoch_batches", real_batches)
+  lines = []
+  resumed, again = lstm_lm.pretrain(reviews, model, config, lines.append,
+                                    checkpoint_dir=folder, checkpoint_every=4)
+  assert f"resumed from {folder} at step 8/12" in lines
+  assert jax.tree_util.tree_all(jax.tree_util.tree_map(
+      lambda a, b: bool(np.array_equal(np.asarray(a), np.asarray(b))), straight, resumed))
+  assert [(r["step"], r["train_loss"]) for r in again["curve"]] == [
+      (r["step"], r["train_loss"]) for r in record["curve"]] and again["steps"] == 12
+  # A checkpoint of other settings is refused, not silently resumed.
+  with pytest.raises(ValueError, match="is of a run with other settings or reviews"):
+    lstm_lm.pretrain(reviews, model, dataclasses.replace(config, lr=5e-3), checkpoint_dir=folder,
+                     checkpoint_every=4)
+  with pytest.raises(ValueError, match=r"checkpoint_every: expected a positive multiple of "
+                                       r"log_every \(4\), got 6"):
+    lstm_lm.pretrain(reviews, model, config, checkpoint_dir=folder, checkpoint_every=6)
