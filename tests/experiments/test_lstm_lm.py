@@ -575,7 +575,8 @@ def _member_with(member: str, path, **changes) -> str:
     ({"dev_index": lambda a: a[::-1]}, "scores other dev reviews than the run's"),
     ({"test_index": lambda a: a[:-1]}, "scores other test reviews than the run's"),
     ({"dev_labels": lambda a: 1 - a}, "gives other dev labels than the run's"),
-    ({"test_log_odds": lambda a: np.full_like(a, np.nan)}, "holds log-odds that are not finite on test"),
+    ({"test_log_odds": lambda a: np.full_like(a, np.nan)},
+     "holds log-odds that are not finite on test"),
 ])
 def test_the_ensemble_refuses_a_member_of_other_reviews(sample, member, tmp_path, capsys, changes,
                                                          message):
