@@ -34,8 +34,10 @@ machine with no more than those runs it by path, e.g. a GPU machine:
 
 where R.npz is `python -m experiments.sentiment.export_reviews`'s file (its docstring has the
 format). `pretrain` writes lm.npz (the parameters) and lm.json (settings, losses, held-out
-perplexity); `finetune` writes classifier-seedS.npz (dev's and test's log-odds of 'positive'
-with IMDB's record indices, what ensemble.py's `--member` reads) and classifier-seedS.json.
+perplexity), and with `--checkpoint-every N` keeps an Orbax checkpoint in OUT/checkpoints every N
+steps, from which the same command resumes. `finetune` writes classifier-seedS.npz (dev's and
+test's log-odds of 'positive' with IMDB's record indices, what ensemble.py's `--member` reads)
+and classifier-seedS.json.
 """
 
 from __future__ import annotations
