@@ -273,11 +273,8 @@ def concat_pool(outputs: jax.Array, last: jax.Array, lengths: jax.Array) -> jax.
     float32 (B, 3H).
   """
   outputs = outputs.astype(jnp.float32)
-  valid = jnp.arange(outputs.shape[1])[None, :] < lengths[:, None]  # (B, L)
-  largest = jnp.max(jnp.where(valid[..., None], outputs, -jnp.inf), axis=1)  # (B, H)
-  mean = (jnp.sum(jnp.where(valid[..., None], outputs, 0.0), axis=1)
-          / jnp.maximum(lengths, 1)[:, None].astype(jnp.float32))
-  return jnp.concatenate([last.astype(jnp.float32), largest, mean], axis=-1)
+  return jnp.concatenate([last.astype(jnp.float32), zoo.masked_max_pool(outputs, lengths),
+                          zoo.masked_mean_pool(outputs, lengths)], axis=-1)
 
 
 class Trunk(nn.Module):
