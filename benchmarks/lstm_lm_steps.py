@@ -7,8 +7,8 @@ another.
         [--embed-dim 256] [--vocab 28632] [--window 256] [--batch-size 128] [--lm-steps 5406] \
         [--reviews runs/imdb_lm/reviews.npz] [--json out.json]
 
-Each step is the recipe's own (lstm_lm.pretrain's and lstm_lm.finetune's step functions are
-rebuilt here from the same models, loss and optimizer) on random ids of the full vocabulary (the
+Each step is the recipe's own (lstm_lm.lm_train_step and lstm_lm.classifier_train_step, which
+pretrain and finetune call) on random ids of the full vocabulary (the
 cost does not depend on the ids), timed as the median of `--steps` steps after one to compile.
 With --reviews, the fine-tuning epoch's batches are counted per bucket from the real reviews
 (lstm_lm's batcher), and the epoch is priced as the sum over its batches.
@@ -46,20 +46,11 @@ def lm_step_seconds(vocab: int, model: lstm_lm.ModelConfig, config: lstm_lm.Pret
                     steps: int) -> float:
   net = lstm_lm.LanguageModel(vocab, model, config.output_dropout)
   params = net.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32))["params"]
-  optimizer = lstm_lm._optimizer(config.clip)  # pylint: disable=protected-access
-  state = optimizer.init(params)
-
-  @jax.jit
-  def step(params, state, inputs, targets, key):
-    def loss_fn(params):
-      logits = net.apply({"params": params}, inputs, deterministic=False, rngs={"dropout": key})
-      return lstm_lm.lm_loss(logits, targets)
-    loss, grads = jax.value_and_grad(loss_fn)(params)
-    updates, state = optimizer.update(grads, state, params)
-    return lstm_lm._apply(params, updates, 1e-3), state, loss  # pylint: disable=protected-access
-
+  optimizer = lstm_lm.optimizer_for(config.clip)
+  step = lstm_lm.lm_train_step(net, optimizer)
   ids = np.random.default_rng(0).integers(4, vocab, (config.batch_size, config.window + 1))
-  return _time(step, (params, state, ids[:, :-1], ids[:, 1:], jax.random.PRNGKey(1)), steps)
+  return _time(step, (params, optimizer.init(params), ids[:, :-1], ids[:, 1:],
+                      jax.random.PRNGKey(1), 1e-3), steps)
 
 
 def finetune_step_seconds(vocab: int, model: lstm_lm.ModelConfig, batch_size: int, width: int,
@@ -67,24 +58,15 @@ def finetune_step_seconds(vocab: int, model: lstm_lm.ModelConfig, batch_size: in
   net = lstm_lm.Classifier(vocab, model)
   params = net.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32),
                     jnp.full((1,), 8))["params"]
-  optimizer = lstm_lm._optimizer(1.0)  # pylint: disable=protected-access
-  state = optimizer.init(params)
-
-  @jax.jit
-  def step(params, state, tokens, lengths, label, key):
-    def loss_fn(params):
-      logits = net.apply({"params": params}, tokens, lengths, deterministic=False,
-                         rngs={"dropout": key})
-      return jnp.mean(-jax.nn.log_softmax(logits)[jnp.arange(len(label)), label])
-    loss, grads = jax.value_and_grad(loss_fn)(params)
-    updates, state = optimizer.update(grads, state, params)
-    return lstm_lm._apply(params, updates, 1e-3), state, loss  # pylint: disable=protected-access
-
+  optimizer = lstm_lm.optimizer_for(lstm_lm.FinetuneConfig.clip)
+  step = lstm_lm.classifier_train_step(net, optimizer)
   rng = np.random.default_rng(0)
   tokens = rng.integers(4, vocab, (batch_size, width))
   lengths = np.full(batch_size, width)
   labels = rng.integers(0, 2, batch_size)
-  return _time(step, (params, state, tokens, lengths, labels, jax.random.PRNGKey(1)), steps)
+  weight = np.ones(batch_size, np.float32)
+  return _time(step, (params, optimizer.init(params), tokens, lengths, labels, weight,
+                      jax.random.PRNGKey(1), 1e-3), steps)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -341,13 +341,47 @@ def lm_loss(logits: jax.Array, targets: jax.Array) -> jax.Array:
   return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
 
 
-def _optimizer(clip: float) -> optax.GradientTransformation:
-  """Adam's direction after clipping; the step's learning rate scales it (`_apply`)."""
+def optimizer_for(clip: float) -> optax.GradientTransformation:
+  """Adam's direction after clipping the gradients' global norm to `clip`; each step's learning
+  rate scales it (the steps below), so that a schedule decided while training needs no rebuild."""
   return optax.chain(optax.clip_by_global_norm(clip), optax.scale_by_adam())
 
 
 def _apply(params: Params, updates: Params, lr: jax.Array) -> Params:
   return jax.tree_util.tree_map(lambda p, u: p - lr * u, params, updates)
+
+
+def lm_train_step(model: LanguageModel, optimizer: optax.GradientTransformation) -> Callable:
+  """The pretraining's jitted step: (params, opt_state, inputs (B, L), targets (B, L), dropout
+  key, lr) -> (params, opt_state, mean loss)."""
+  @jax.jit
+  def step(params, opt_state, inputs, targets, key, lr):
+    def loss_fn(params):
+      logits = model.apply({"params": params}, inputs, deterministic=False,
+                           rngs={"dropout": key})
+      return lm_loss(logits, targets)
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return _apply(params, updates, lr), opt_state, loss
+  return step
+
+
+def classifier_train_step(model: Classifier, optimizer: optax.GradientTransformation
+                          ) -> Callable:
+  """The fine-tuning's jitted step: (params, opt_state, tokens (B, L), lengths (B,), label (B,),
+  weight (B,), dropout key, lr) -> (params, opt_state, loss): the cross-entropy averaged over the
+  real rows (weight 1; a batch's filler rows weigh 0)."""
+  @jax.jit
+  def step(params, opt_state, tokens, lengths, label, weight, key, lr):
+    def loss_fn(params):
+      logits = model.apply({"params": params}, tokens, lengths, deterministic=False,
+                           rngs={"dropout": key})
+      losses = optax.softmax_cross_entropy_with_integer_labels(logits, label)
+      return jnp.sum(losses * weight) / jnp.maximum(jnp.sum(weight), 1.0)
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return _apply(params, updates, lr), opt_state, loss
+  return step
 
 
 # ---- pretraining
@@ -382,18 +416,10 @@ def pretrain(reviews: Reviews, model_config: ModelConfig, config: PretrainConfig
   key = jax.random.PRNGKey(config.seed)
   init_key, dropout_key = jax.random.split(key)
   params = model.init(init_key, jnp.ones((1, 8), jnp.int32))["params"]
-  optimizer = _optimizer(config.clip)
+  optimizer = optimizer_for(config.clip)
   opt_state = optimizer.init(params)
 
-  @jax.jit
-  def step(params, opt_state, inputs, targets, key, lr):
-    def loss_fn(params):
-      logits = model.apply({"params": params}, inputs, deterministic=False,
-                           rngs={"dropout": key})
-      return lm_loss(logits, targets)
-    loss, grads = jax.value_and_grad(loss_fn)(params)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return _apply(params, updates, lr), opt_state, loss
+  step = lm_train_step(model, optimizer)
 
   @jax.jit
   def eval_loss(params, inputs, targets):  # summed nats, (B, L) each
@@ -577,19 +603,10 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
       raise ValueError("the pretrained trunk's parameters do not fit this classifier: pretrain "
                        "and fine-tune with the same model settings and vocabulary")
     params = {**params, "trunk": trunk}
-  optimizer = _optimizer(config.clip)
+  optimizer = optimizer_for(config.clip)
   opt_state = optimizer.init(params)
 
-  @jax.jit
-  def step(params, opt_state, tokens, lengths, label, weight, key, lr):
-    def loss_fn(params):
-      logits = model.apply({"params": params}, tokens, lengths, deterministic=False,
-                           rngs={"dropout": key})
-      losses = optax.softmax_cross_entropy_with_integer_labels(logits, label)
-      return jnp.sum(losses * weight) / jnp.maximum(jnp.sum(weight), 1.0)
-    loss, grads = jax.value_and_grad(loss_fn)(params)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return _apply(params, updates, lr), opt_state, loss
+  step = classifier_train_step(model, optimizer)
 
   @jax.jit
   def log_odds(params, tokens, lengths):
