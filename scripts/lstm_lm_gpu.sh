@@ -13,6 +13,9 @@
 # runs/imdb_lm/gpu/, where the ensemble's --member reads the .npz files.
 # PRETRAIN_S (default 240) is the pretraining's time budget in seconds; QUICK=1 shrinks everything
 # to a dry run of the plumbing on a CPU (OUT=/tmp/dry QUICK=1 bash scripts/lstm_lm_gpu.sh).
+# RECIPE=cpu runs instead the recipe priced for the 2-core CPU (a 512-wide LSTM over the 9,996 most
+# frequent words, STEPS steps, default 10,000; fine-tuning 2 epochs) with float32 matmuls at full
+# precision as on the CPU, and brings lm.npz back too (11 MB), so the CPU can fine-tune from it.
 set -uo pipefail
 out=${OUT:-/tmp/lstm-lm-gpu}
 work=${WORK:-/tmp/lstm-lm}
@@ -28,6 +31,11 @@ if [ -n "${QUICK:-}" ]; then
   model="--embed-dim 8 --hidden-size 16"
   pre="--window 16 --batch-size 8 --steps 30 --warmup-steps 5"
   fine="--epochs 1 --max-len 32 --widths 16 32"
+elif [ "${RECIPE:-gpu}" = cpu ]; then
+  export JAX_DEFAULT_MATMUL_PRECISION=highest
+  model="--embed-dim 128 --hidden-size 512 --vocab-cap 10000"
+  pre="--window 128 --batch-size 64 --steps ${STEPS:-10000}"
+  fine="--epochs 2 --max-len 512 --widths 256 512"
 else
   model="--embed-dim 256 --hidden-size 1024 --dtype bfloat16"
   pre="--window 256 --batch-size 128 --epochs 40 --time-budget-s ${PRETRAIN_S:-240}"
@@ -35,7 +43,8 @@ else
 fi
 lm=experiments/sentiment/lstm_lm.py
 # What is finished reaches $OUT at once, so a call cut short still brings it back.
-(while sleep 5; do cp "$work"/lm.json "$work"/classifier-seed*.npz "$out"/ 2>/dev/null
+keep=("$work"/lm.json); [ "${RECIPE:-gpu}" = cpu ] && keep+=("$work"/lm.npz)
+(while sleep 5; do cp "${keep[@]}" "$work"/classifier-seed*.npz "$out"/ 2>/dev/null
    cp "$work"/scratch/classifier-seed*.npz "$out"/scratch/ 2>/dev/null; done) &
 copier=$!
 $py $lm pretrain --reviews "$reviews" --out "$work" $model $pre 2>&1 | tee "$out/gpu.log" \
@@ -45,6 +54,6 @@ $py $lm finetune --reviews "$reviews" --pretrained "$work/lm.npz" --out "$work" 
 $py $lm finetune --reviews "$reviews" --out "$work/scratch" --seeds 0 $model $fine 2>&1 \
   | tee -a "$out/gpu.log"
 sleep 6; kill $copier
-cp "$work"/lm.json "$work"/classifier-seed*.npz "$out"/ 2>/dev/null
+cp "${keep[@]}" "$work"/classifier-seed*.npz "$out"/ 2>/dev/null
 cp "$work"/scratch/classifier-seed*.npz "$out"/scratch/ 2>/dev/null
 ls -la "$out" "$out/scratch"
