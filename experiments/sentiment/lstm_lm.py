@@ -213,6 +213,20 @@ def cap_vocabulary(reviews: Reviews, size: int) -> Reviews:
                              source={**reviews.source, "vocab_cap": size})
 
 
+def reverse_reviews(reviews: Reviews) -> Reviews:
+  """The reviews with each one's ids in reverse order, for a model that reads them backward (the
+  backward half of ULMFiT's pair): its language model predicts each word from the words after
+  it, and its classifier reads a review's last max_len words, the verdict first. The record says
+  so, so a backward language model is only fine-tuned on reversed reviews."""
+  ids = {}
+  for split, ragged in reviews.ids.items():
+    starts = np.repeat(ragged.starts, ragged.lengths)  # (T,) each id's review's start
+    ends = np.repeat(ragged.starts + ragged.lengths, ragged.lengths)
+    ids[split] = Ragged(ragged.flat[starts + ends - 1 - np.arange(len(ragged.flat))],
+                        ragged.lengths)
+  return dataclasses.replace(reviews, ids=ids, source={**reviews.source, "reversed": True})
+
+
 def lm_stream(reviews: Sequence[Ragged]) -> np.ndarray:
   """The reviews of every Ragged, each followed by EOS_ID, as one int32 stream (T,)."""
   parts = []
@@ -621,7 +635,8 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
       out[batch["row"][real]] = values[real]
     return out
 
-  started, epochs, best, kept, chosen, done = time.perf_counter(), [], -1.0, {}, 0, 0
+  started, epochs, best, chosen, done = time.perf_counter(), [], -1.0, 0, 0
+  best_params, kept = params, {}
   batches = train.train_batches(config.seed)
   for epoch in range(config.epochs):
     losses = []
@@ -641,8 +656,8 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
     log(f"fine-tuning epoch {epoch + 1}: train loss {epochs[-1]['train_loss']:.4f}  dev "
         f"{dev_accuracy:.4f}  {epochs[-1]['seconds']:.0f} s")
     if dev_accuracy > best:  # the first of the best
-      best, chosen = dev_accuracy, epoch + 1
-      kept = {"dev": dev, "test": score(params, scored["test"])}
+      best, chosen, best_params, kept = dev_accuracy, epoch + 1, params, {"dev": dev}
+  kept["test"] = score(best_params, scored["test"])  # once, for the chosen epoch alone
   accuracies = {f"{split}_accuracy": float(np.mean((kept[split] > 0)
                                                    == (reviews.labels[split] == 1)))
                 for split in ("dev", "test")}
@@ -679,6 +694,9 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--vocab-cap", type=int, default=None,
                       help="keep the vocabulary's first N ids (its N - 4 most frequent words), "
                            "the rest as unk (default: all)")
+  parser.add_argument("--backward", action="store_true",
+                      help="read every review from its last word to its first (the reviews "
+                           "reversed; a backward model is only fine-tuned from a backward one)")
   parser.add_argument("--embed-dim", type=int, default=d.embed_dim)
   parser.add_argument("--hidden-size", type=int, default=d.hidden_size)
   parser.add_argument("--num-layers", type=int, default=d.num_layers)
@@ -747,6 +765,8 @@ def _run(args: argparse.Namespace, command: str) -> int:
   reviews = load_reviews(args.reviews)
   if args.vocab_cap is not None:
     reviews = cap_vocabulary(reviews, args.vocab_cap)
+  if args.backward:
+    reviews = reverse_reviews(reviews)
   os.makedirs(args.out, exist_ok=True)
   model_config = _model_config(args)
   if args.command == "pretrain":
@@ -771,6 +791,10 @@ def _run(args: argparse.Namespace, command: str) -> int:
       raise SystemExit(f"lstm_lm.py: {args.pretrained} was pretrained on a vocabulary of "
                        f"{pretrained['vocab_size']:,} ids, this command's reviews have "
                        f"{reviews.vocab_size:,}: give --vocab-cap as pretraining did")
+    if pretrained["source"].get("reversed", False) != args.backward:
+      wrote, reads = ("forward", "backward") if args.backward else ("backward", "forward")
+      raise SystemExit(f"lstm_lm.py: {args.pretrained} reads the reviews {wrote}, this command "
+                       f"{reads}: give --backward to both commands or to neither")
     if pretrained["source"] != dict(reviews.source):
       raise SystemExit(f"lstm_lm.py: {args.pretrained} was pretrained on the reviews of "
                        f"{pretrained['source']}, not on {args.reviews}'s {dict(reviews.source)}: "

@@ -11,6 +11,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tarfile
 
 import jax
 import jax.numpy as jnp
@@ -603,21 +604,27 @@ def test_the_ensemble_names_what_is_wrong_with_a_member(sample, member, tmp_path
   assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("recipe", ["gpu", "cpu"])
-def test_the_gpu_script_brings_back_the_recipes_files_in_quick_mode(tmp_path, recipe):
-  """scripts/lstm_lm_gpu.sh end to end with QUICK=1 (tiny sizes) on this machine: the files a
-  device call brings back (at most 8), each seed's member, the log of every stage; RECIPE=cpu
-  brings the language model back too."""
+def _batchable_review_arrays() -> dict[str, np.ndarray]:
+  """_review_arrays with 70 training reviews (a batch of 64) and 3 dev reviews (a held-out
+  window), for the GPU scripts' quick mode."""
   arrays = _review_arrays()
   rng = np.random.default_rng(4)
-  for split, count in (("train", 70), ("dev", 3)):  # a batch of 64 reviews; a held-out window
+  for split, count in (("train", 70), ("dev", 3)):
     lengths = rng.integers(9, 14, count).astype(np.int32)
     arrays[f"{split}_lengths"] = lengths
     arrays[f"{split}_ids"] = rng.integers(4, 19, lengths.sum()).astype(np.uint16)
     arrays[f"{split}_labels"] = (np.arange(count) % 2).astype(np.int8)
   arrays["dev_index"] = np.array([5, 1, 8])
+  return arrays
+
+
+@pytest.mark.parametrize("recipe", ["gpu", "cpu"])
+def test_the_gpu_script_brings_back_the_recipes_files_in_quick_mode(tmp_path, recipe):
+  """scripts/lstm_lm_gpu.sh end to end with QUICK=1 (tiny sizes) on this machine: the files a
+  device call brings back (at most 8), each seed's member, the log of every stage; RECIPE=cpu
+  brings the language model back too."""
   reviews = tmp_path / "reviews.npz"
-  np.savez(reviews, **arrays)
+  np.savez(reviews, **_batchable_review_arrays())
   out = tmp_path / "out"
   env = {**os.environ, "QUICK": "1", "OUT": str(out), "WORK": str(tmp_path / "work"),
          "REVIEWS": str(reviews), "PYTHON": sys.executable, "RECIPE": recipe}
@@ -637,6 +644,31 @@ def test_the_gpu_script_brings_back_the_recipes_files_in_quick_mode(tmp_path, re
       record = json.loads(str(member["record"]))
       assert record["pretrained"] == (not name.startswith("scratch"))
       np.testing.assert_array_equal(member["dev_index"], [5, 1, 8])
+
+
+def test_the_pair_script_brings_back_both_directions_in_quick_mode(tmp_path):
+  """scripts/lstm_lm_pair_gpu.sh end to end with QUICK=1: a forward and a backward language
+  model, each direction's classifiers for seeds 0-2 at both lengths, packed in one tar each."""
+  reviews = tmp_path / "reviews.npz"
+  np.savez(reviews, **_batchable_review_arrays())
+  out = tmp_path / "out"
+  env = {**os.environ, "QUICK": "1", "OUT": str(out), "WORK": str(tmp_path / "work"),
+         "REVIEWS": str(reviews), "PYTHON": sys.executable}
+  done = subprocess.run(["bash", "scripts/lstm_lm_pair_gpu.sh"], cwd=REPO, env=env,
+                        capture_output=True, text=True, timeout=300, check=False)
+  assert done.returncode == 0, done.stdout + done.stderr
+  assert sorted(p.name for p in out.iterdir()) == ["backward.tar", "forward.tar", "gpu.log"]
+  for direction in ("forward", "backward"):
+    with tarfile.open(out / f"{direction}.tar") as tar:
+      names = sorted(name for name in tar.getnames() if name.endswith((".npz", ".json")))
+      assert names == sorted([f"{direction}/lm.json", f"{direction}/lm.npz"] + [
+          f"{direction}/len{length}/classifier-seed{seed}.{ext}" for length in (16, 32)
+          for seed in range(3) for ext in ("json", "npz")])
+      record = json.load(tar.extractfile(f"{direction}/len32/classifier-seed1.json"))
+      assert record["source"].get("reversed", False) == (direction == "backward")
+      assert record["finetuning"]["max_len"] == 32 and record["finetuning"]["epochs"] == 1
+  log = (out / "gpu.log").read_text()
+  assert log.count("pretrained 20 steps") == 2 and log.count("(pretrained): dev") == 12
 
 
 def test_the_command_names_a_missing_or_wrong_file_and_exits_2(tmp_path, capsys):
@@ -684,6 +716,54 @@ def test_fine_tuning_needs_the_vocabulary_cap_pretraining_had(sample, tmp_path):
                        "--epochs", "1", "--max-len", "32", "--widths", "16", "32"]) == 0
   with np.load(tmp_path / "c" / "classifier-seed0.npz") as member:
     assert json.loads(str(member["record"]))["source"]["vocab_cap"] == 300
+
+
+def test_reversed_reviews_read_each_review_from_its_last_word(tmp_path):
+  arrays = _review_arrays()
+  np.savez(tmp_path / "r.npz", **arrays)
+  reviews = lstm_lm.load_reviews(str(tmp_path / "r.npz"))
+  backward = lstm_lm.reverse_reviews(reviews)
+  assert backward.source == {**reviews.source, "reversed": True}
+  for split in ("train", "dev", "test", "unlabelled"):
+    lengths = arrays[f"{split}_lengths"]
+    pieces = np.split(arrays[f"{split}_ids"].astype(np.int32), np.cumsum(lengths)[:-1])
+    np.testing.assert_array_equal(backward.ids[split].flat,
+                                  np.concatenate([piece[::-1] for piece in pieces]))
+    np.testing.assert_array_equal(backward.ids[split].lengths, lengths)
+    np.testing.assert_array_equal(lstm_lm.reverse_reviews(backward).ids[split].flat,
+                                  reviews.ids[split].flat)
+  assert list(arrays["train_lengths"]) == [3, 5, 2]  # reviews of different lengths
+  np.testing.assert_array_equal(backward.ids["train"].flat[3:8], arrays["train_ids"][7:2:-1])
+  for split in ("dev", "test"):  # labels and IMDB's indices stay with their reviews
+    np.testing.assert_array_equal(backward.labels[split], reviews.labels[split])
+    np.testing.assert_array_equal(backward.index[split], reviews.index[split])
+
+
+def test_a_backward_model_is_fine_tuned_only_backward(sample, tmp_path):
+  out = str(tmp_path / "lm")
+  assert lstm_lm.main(["pretrain", "--reviews", sample[2], "--out", out, *TINY_FLAGS,
+                       "--backward", "--window", "16", "--batch-size", "8", "--steps", "3",
+                       "--warmup-steps", "2"]) == 0
+  with open(os.path.join(out, "lm.json")) as f:
+    assert json.load(f)["source"]["reversed"] is True
+  with pytest.raises(SystemExit, match=r"lm.npz reads the reviews backward, this command "
+                                       r"forward: give --backward to both commands or to neither"):
+    lstm_lm.main(["finetune", "--reviews", sample[2], "--pretrained", f"{out}/lm.npz",
+                  "--out", str(tmp_path / "c"), *TINY_FLAGS])
+  assert lstm_lm.main(["finetune", "--reviews", sample[2], "--pretrained", f"{out}/lm.npz",
+                       "--out", str(tmp_path / "c"), *TINY_FLAGS, "--backward",
+                       "--epochs", "1", "--max-len", "32", "--widths", "16", "32"]) == 0
+  with np.load(tmp_path / "c" / "classifier-seed0.npz") as member:
+    assert json.loads(str(member["record"]))["source"]["reversed"] is True
+    reviews = lstm_lm.load_reviews(sample[2])
+    np.testing.assert_array_equal(member["test_index"], reviews.index["test"])
+  forward = str(tmp_path / "forward")
+  assert lstm_lm.main(["pretrain", "--reviews", sample[2], "--out", forward, *TINY_FLAGS,
+                       "--window", "16", "--batch-size", "8", "--steps", "2",
+                       "--warmup-steps", "1"]) == 0
+  with pytest.raises(SystemExit, match=r"reads the reviews forward, this command backward"):
+    lstm_lm.main(["finetune", "--reviews", sample[2], "--pretrained", f"{forward}/lm.npz",
+                  "--out", str(tmp_path / "d"), *TINY_FLAGS, "--backward"])
 
 
 def test_pretraining_resumes_from_its_checkpoint_to_the_bit(sample, tmp_path, monkeypatch):
