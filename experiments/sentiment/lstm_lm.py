@@ -37,7 +37,8 @@ format). `pretrain` writes lm.npz (the parameters) and lm.json (settings, losses
 perplexity), and with `--checkpoint-every N` keeps an Orbax checkpoint in OUT/checkpoints every N
 steps, from which the same command resumes. `finetune` writes classifier-seedS.npz (dev's and
 test's log-odds of 'positive' with IMDB's record indices, what ensemble.py's `--member` reads)
-and classifier-seedS.json.
+and classifier-seedS.json. With `--backward`, both read every review from its last word to its
+first (ULMFiT's backward model; its classifier reads a review's last max_len words).
 """
 
 from __future__ import annotations
