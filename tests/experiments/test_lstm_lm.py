@@ -803,3 +803,51 @@ def test_pretraining_resumes_from_its_checkpoint_to_the_bit(sample, tmp_path, mo
   with pytest.raises(ValueError, match=r"checkpoint_every: expected a positive multiple of "
                                        r"log_every \(4\), got 6"):
     lstm_lm.pretrain(reviews, model, config, checkpoint_dir=folder, checkpoint_every=6)
+
+
+def test_head_and_tail_keeps_a_long_reviews_first_and_last_ids():
+  rng = np.random.default_rng(7)
+  lengths = [3, 11, 7, 1, 8, 13]  # shorter than, equal to and longer than max_len 7
+  sequences = [rng.integers(4, 50, size=n).tolist() for n in lengths]
+  ragged = Ragged.from_sequences(sequences)
+  for head in (0, 2, 5, 7):
+    cut = lstm_lm.head_and_tail(ragged, 7, head)
+    expected = [s if len(s) <= 7 else s[:head] + s[len(s) - (7 - head):] for s in sequences]
+    assert [cut[i].tolist() for i in range(len(cut))] == expected
+  assert [lstm_lm.head_and_tail(ragged, 7, 7)[i].tolist() for i in range(6)] == [
+      s[:7] for s in sequences]  # head = max_len: the first max_len, as without a head
+  for head in (-1, 8):
+    with pytest.raises(ValueError, match=rf"head: expected 0 to max_len \(7\) tokens, got {head}"):
+      lstm_lm.head_and_tail(ragged, 7, head)
+
+
+def test_the_classifier_reads_head_and_tail_when_asked():
+  sequences = [list(range(10, 19)), [5, 6, 7], list(range(20, 26))]
+  ragged, labels = Ragged.from_sequences(sequences), np.array([1, 0, 1], np.int32)
+  for head, first, third in ((None, [10, 11, 12, 13, 14], [20, 21, 22, 23, 24]),
+                             (2, [10, 11, 16, 17, 18], [20, 21, 23, 24, 25]),
+                             (0, [14, 15, 16, 17, 18], [21, 22, 23, 24, 25])):
+    config = lstm_lm.FinetuneConfig(batch_size=3, max_len=5, widths=(3,), head=head)
+    batcher = lstm_lm._classifier_batcher(  # pylint: disable=protected-access
+        ragged, labels, config)
+    seen = {}
+    for batch in batcher.eval_batches():
+      for row, tokens, length, weight in zip(batch["row"], batch["tokens"], batch["tokens_len"],
+                                             batch["weight"]):
+        if weight > 0:
+          seen[int(row)] = tokens[:length].tolist()
+    assert seen == {0: first, 1: [5, 6, 7], 2: third}
+
+
+def test_fine_tuning_with_a_head_records_it_and_refuses_one_past_max_len(sample, tmp_path, capsys):
+  out = tmp_path / "c"
+  assert lstm_lm.main(["finetune", "--reviews", sample[2], "--out", str(out), *TINY_FLAGS,
+                       "--epochs", "1", "--max-len", "32", "--widths", "16", "32",
+                       "--head", "8"]) == 0
+  with open(out / "classifier-seed0.json") as f:
+    assert json.load(f)["finetuning"]["head"] == 8
+  with pytest.raises(SystemExit) as exit_info:
+    lstm_lm.main(["finetune", "--reviews", sample[2], "--out", str(out), *TINY_FLAGS,
+                  "--max-len", "32", "--head", "40"])
+  assert exit_info.value.code == 2
+  assert "head: expected 0 to max_len (32) tokens, got 40" in capsys.readouterr().err
