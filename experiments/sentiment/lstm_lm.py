@@ -132,10 +132,10 @@ class FinetuneConfig:
     dropout: dropout on the pooled features z.
     lr, warmup_fraction, clip: the peak learning rate, the share of the steps warming up to it,
       the gradients' norm cap.
-    seed: the head's initialisation (and the trunk's, unpretrained), dropout, batch order.
+    seed: the output layer's initialisation (and the trunk's, unpretrained), dropout, batch order.
     head: None, or of a review longer than max_len its first `head` tokens and its last
-      max_len - head are kept (Sun et al. 2019's head+tail truncation; the end of a review
-      usually holds its verdict).
+      max_len - head are kept (Sun et al. 2019's head+tail truncation; a review's end often
+      holds its verdict).
   """
   epochs: int = 4
   batch_size: int = 64
