@@ -136,6 +136,9 @@ class FinetuneConfig:
     head: None, or of a review longer than max_len its first `head` tokens and its last
       max_len - head are kept (Sun et al. 2019's head+tail truncation; a review's end often
       holds its verdict).
+    also_first: with `head`, a review longer than max_len is scored (for dev's choice of epoch
+      and for test) by the mean of two log-odds: of its head and tail, and of its first max_len
+      tokens, a second pass over the long reviews alone.
   """
   epochs: int = 4
   batch_size: int = 64
@@ -147,6 +150,7 @@ class FinetuneConfig:
   clip: float = 1.0
   seed: int = 0
   head: int | None = None
+  also_first: bool = False
 
 
 # ---- reviews
@@ -603,10 +607,13 @@ def load_params(path: str) -> tuple[Params, dict[str, Any]]:
 # ---- fine-tuning
 
 
-def _classifier_batcher(ids: Ragged, labels: np.ndarray, config: FinetuneConfig) -> Batcher:
+def _classifier_batcher(ids: Ragged, labels: np.ndarray, config: FinetuneConfig,
+                        head: int | None = None) -> Batcher:
+  """The reviews `ids` (N,) cut to config.max_len: their first ids, or with `head` their head
+  and tail; each batch's 'row' is its reviews' places in `ids`."""
   widths = tuple(w for w in config.widths if w < config.max_len) + (config.max_len,)
-  if config.head is not None:
-    ids = head_and_tail(ids, config.max_len, config.head)
+  if head is not None:
+    ids = head_and_tail(ids, config.max_len, head)
   return Batcher({"tokens": ids}, {"label": labels, "row": np.arange(len(ids), dtype=np.int64)},
                  boundaries=widths, batch_size=config.batch_size, process_index=0,
                  process_count=1)
@@ -620,12 +627,21 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
 
   Returns:
     (a record: per epoch the train loss and dev accuracy, the chosen epoch, dev's and test's
-     accuracy, seconds; 'dev' and 'test' -> float64 (N,) log-odds of 'positive' at that epoch).
+     accuracy, seconds; 'dev' and 'test' -> float64 (N,) log-odds of 'positive' at that epoch,
+     and with also_first 'SPLIT_long_rows' -> (N_long,) the long reviews' rows and
+     'SPLIT_long_head_and_tail' and 'SPLIT_long_first' -> (N_long,) either view's log-odds).
   """
+  if config.also_first and config.head is None:
+    raise ValueError("also_first: scores a second view beside the head and tail; give head too")
   model = Classifier(reviews.vocab_size, model_config, config.dropout)
-  train = _classifier_batcher(reviews.ids["train"], reviews.labels["train"], config)
-  scored = {split: _classifier_batcher(reviews.ids[split], reviews.labels[split], config)
-            for split in ("dev", "test")}
+  train = _classifier_batcher(reviews.ids["train"], reviews.labels["train"], config, config.head)
+  scored = {split: _classifier_batcher(reviews.ids[split], reviews.labels[split], config,
+                                       config.head) for split in ("dev", "test")}
+  long = {split: np.flatnonzero(reviews.ids[split].lengths > config.max_len)  # (N_long,) rows
+          for split in ("dev", "test")} if config.also_first else {}
+  firsts = {split: _classifier_batcher(reviews.ids[split].take(rows),
+                                       reviews.labels[split][rows], config)
+            for split, rows in long.items()}
   per_epoch = train.num_examples // config.batch_size
   total = config.epochs * per_epoch
   warmup = max(int(config.warmup_fraction * total), 1)
@@ -649,7 +665,7 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
     logits = model.apply({"params": params}, tokens, lengths)
     return logits[:, 1] - logits[:, 0]
 
-  def score(params, batcher: Batcher) -> np.ndarray:
+  def score_view(params, batcher: Batcher) -> np.ndarray:
     out = np.zeros(batcher.num_examples)
     for batch in batcher.eval_batches():
       real = batch["weight"] > 0
@@ -657,8 +673,18 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
       out[batch["row"][real]] = values[real]
     return out
 
+  def score(params, split: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(N,) log-odds of `split`'s reviews, and with also_first the long reviews' (N_long,)
+    log-odds of either view."""
+    out = score_view(params, scored[split])
+    if split not in firsts:
+      return out, {}
+    views = {"head_and_tail": out[long[split]], "first": score_view(params, firsts[split])}
+    out[long[split]] = (views["head_and_tail"] + views["first"]) / 2
+    return out, views
+
   started, epochs, best, chosen, done = time.perf_counter(), [], -1.0, 0, 0
-  best_params, kept = params, {}
+  best_params, kept, views = params, {}, {}
   batches = train.train_batches(config.seed)
   for epoch in range(config.epochs):
     losses = []
@@ -670,7 +696,7 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
                                      batch["label"], batch["weight"], key, lr)
       losses.append(loss)
       done += 1
-    dev = score(params, scored["dev"])
+    dev, dev_views = score(params, "dev")
     dev_accuracy = float(np.mean((dev > 0) == (reviews.labels["dev"] == 1)))
     epochs.append({"epoch": epoch + 1, "train_loss": round(float(jnp.mean(jnp.stack(losses))), 4),
                    "dev_accuracy": dev_accuracy,
@@ -678,11 +704,22 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
     log(f"fine-tuning epoch {epoch + 1}: train loss {epochs[-1]['train_loss']:.4f}  dev "
         f"{dev_accuracy:.4f}  {epochs[-1]['seconds']:.0f} s")
     if dev_accuracy > best:  # the first of the best
-      best, chosen, best_params, kept = dev_accuracy, epoch + 1, params, {"dev": dev}
-  kept["test"] = score(best_params, scored["test"])  # once, for the chosen epoch alone
-  accuracies = {f"{split}_accuracy": float(np.mean((kept[split] > 0)
-                                                   == (reviews.labels[split] == 1)))
-                for split in ("dev", "test")}
+      best, chosen, best_params = dev_accuracy, epoch + 1, params
+      kept["dev"], views["dev"] = dev, dev_views
+  kept["test"], views["test"] = score(best_params, "test")  # once, for the chosen epoch alone
+
+  def accuracy(values: np.ndarray, split: str, rows: np.ndarray | slice = slice(None)) -> float:
+    return float(np.mean((values > 0) == (reviews.labels[split][rows] == 1)))
+
+  accuracies = {f"{split}_accuracy": accuracy(kept[split], split) for split in ("dev", "test")}
+  if config.also_first:  # the long reviews' accuracy by either view and by their mean
+    for split, rows in long.items():
+      kept[f"{split}_long_rows"] = rows
+      kept.update({f"{split}_long_{view}": values for view, values in views[split].items()})
+    accuracies["long_reviews"] = {split: {
+        "count": len(rows), **{view: accuracy(views[split][view], split, rows)
+                               for view in ("head_and_tail", "first")},
+        "mean": accuracy(kept[split][rows], split, rows)} for split, rows in long.items()}
   record = {"model": dataclasses.asdict(model_config), "finetuning": dataclasses.asdict(config),
             "pretrained": trunk is not None, "epochs": epochs, "chosen_epoch": chosen,
             **accuracies, "seconds": round(time.perf_counter() - started, 1),
@@ -693,13 +730,14 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
 def save_member(path: str, reviews: Reviews, log_odds: Mapping[str, np.ndarray],
                 record: Mapping[str, Any]) -> None:
   """What ensemble.py's `--member` reads: dev's and test's log-odds with IMDB's indices and
-  labels, and the record."""
+  labels, and the record; `log_odds`' other arrays (finetune's views) are kept beside them."""
   tmp = f"{path}.tmp{os.getpid()}.npz"
   np.savez(tmp, record=json.dumps(dict(record)),
            **{f"{split}_{part}": values for split in ("dev", "test")
               for part, values in (("log_odds", log_odds[split]),
                                    ("index", reviews.index[split]),
-                                   ("labels", reviews.labels[split]))})
+                                   ("labels", reviews.labels[split]))},
+           **{name: values for name, values in log_odds.items() if name not in ("dev", "test")})
   os.replace(tmp, path)
 
 
@@ -766,6 +804,9 @@ def _parser() -> argparse.ArgumentParser:
   f.add_argument("--head", type=int, default=None,
                  help="of a review longer than --max-len keep its first HEAD tokens and its last "
                       "max-len - HEAD (default: its first max-len)")
+  f.add_argument("--also-first", action="store_true",
+                 help="with --head, score a review longer than --max-len by the mean log-odds of "
+                      "its head and tail and of its first max-len tokens")
   return parser
 
 
@@ -830,7 +871,8 @@ def _run(args: argparse.Namespace, command: str) -> int:
       _log(f"seed {seed} not started: {args.deadline_s:.0f} s passed")
       break
     config = FinetuneConfig(args.epochs, args.batch_size, args.max_len, tuple(args.widths),
-                            dropout=args.dropout, lr=args.lr, seed=seed, head=args.head)
+                            dropout=args.dropout, lr=args.lr, seed=seed, head=args.head,
+                            also_first=args.also_first)
     record, log_odds = finetune(reviews, model_config, config, trunk, _log)
     record["command"] = command
     if pretrained is not None:

@@ -825,9 +825,9 @@ def test_the_classifier_reads_head_and_tail_when_asked():
   for head, first, third in ((None, [10, 11, 12, 13, 14], [20, 21, 22, 23, 24]),
                              (2, [10, 11, 16, 17, 18], [20, 21, 23, 24, 25]),
                              (0, [14, 15, 16, 17, 18], [21, 22, 23, 24, 25])):
-    config = lstm_lm.FinetuneConfig(batch_size=3, max_len=5, widths=(3,), head=head)
+    config = lstm_lm.FinetuneConfig(batch_size=3, max_len=5, widths=(3,))
     batcher = lstm_lm._classifier_batcher(  # pylint: disable=protected-access
-        ragged, labels, config)
+        ragged, labels, config, head)
     seen = {}
     for batch in batcher.eval_batches():
       for row, tokens, length, weight in zip(batch["row"], batch["tokens"], batch["tokens_len"],
@@ -849,3 +849,59 @@ def test_fine_tuning_with_a_head_records_it_and_refuses_one_past_max_len(sample,
                   "--max-len", "32", "--head", "40"])
   assert exit_info.value.code == 2
   assert "head: expected 0 to max_len (32) tokens, got 40" in capsys.readouterr().err
+
+
+def _cut_reviews(path: str, out: str) -> None:
+  """`path`'s reviews file written to `out` with each labelled review cut to its first 9 to 63
+  ids (the sample's are 64 long)."""
+  with np.load(path) as data:
+    arrays = {key: data[key] for key in data.files}
+  for split in ("train", "dev", "test"):
+    lengths = arrays[f"{split}_lengths"]
+    keep = np.minimum(lengths, 9 + (np.arange(len(lengths)) * 13) % 55)
+    starts = np.cumsum(lengths) - lengths
+    arrays[f"{split}_ids"] = np.concatenate(
+        [arrays[f"{split}_ids"][start:start + n] for start, n in zip(starts, keep)])
+    arrays[f"{split}_lengths"] = keep.astype(lengths.dtype)
+  np.savez(out, **arrays)
+
+
+def test_also_first_scores_a_long_review_by_the_mean_of_its_two_views(sample, tmp_path, capsys):
+  path = str(tmp_path / "cut.npz")
+  _cut_reviews(sample[2], path)
+  reviews = lstm_lm.load_reviews(path)
+  flags = [*TINY_FLAGS, "--epochs", "1", "--max-len", "24", "--widths", "8", "24", "--head", "5"]
+  members, records = {}, {}
+  for name, extra in (("kept", []), ("both", ["--also-first"])):
+    assert lstm_lm.main(["finetune", "--reviews", path, "--out", str(tmp_path / name),
+                         *flags, *extra]) == 0
+    with np.load(tmp_path / name / "classifier-seed0.npz") as member:
+      members[name] = {split: member[f"{split}_log_odds"] for split in ("dev", "test")}
+      members[name].update({f"{split}_views": {view: member[f"{split}_long_{view}"]
+                                               for view in ("rows", "head_and_tail", "first")}
+                            for split in ("dev", "test") if f"{split}_long_rows" in member})
+      records[name] = json.loads(str(member["record"]))
+  assert records["both"]["finetuning"]["also_first"] is True
+  assert "long_reviews" not in records["kept"] and set(members["kept"]) == {"dev", "test"}
+  for split in ("dev", "test"):
+    labels, long = reviews.labels[split] == 1, reviews.ids[split].lengths > 24
+    kept, both = members["kept"][split], members["both"][split]
+    assert 0 < long.sum() < len(long)
+    np.testing.assert_array_equal(both[~long], kept[~long])  # one view, one pass: the same ids
+    assert not np.array_equal(both[long], kept[long])
+    views = members["both"][f"{split}_views"]
+    np.testing.assert_array_equal(views["rows"], np.flatnonzero(long))
+    np.testing.assert_array_equal(views["head_and_tail"], kept[long])
+    np.testing.assert_allclose(both[long], (kept[long] + views["first"]) / 2)
+    assert records["both"]["long_reviews"][split] == {
+        "count": int(long.sum()),
+        **{view: float(np.mean((views[view] > 0) == labels[long]))
+           for view in ("head_and_tail", "first")},
+        "mean": float(np.mean((both[long] > 0) == labels[long]))}
+    assert records["both"][f"{split}_accuracy"] == float(np.mean((both > 0) == labels))
+  with pytest.raises(SystemExit) as exit_info:
+    lstm_lm.main(["finetune", "--reviews", sample[2], "--out", str(tmp_path / "x"), *TINY_FLAGS,
+                  "--also-first"])
+  assert exit_info.value.code == 2
+  assert "also_first: scores a second view beside the head and tail; give head too" in (
+      capsys.readouterr().err)
