@@ -5,13 +5,15 @@ another.
 
     python -m benchmarks.lstm_lm_steps [--steps 3] [--dtype float32] [--hidden-size 1024] \
         [--embed-dim 256] [--vocab 28632] [--window 256] [--batch-size 128] [--lm-steps 5406] \
-        [--reviews runs/imdb_lm/reviews.npz] [--json out.json]
+        [--reviews runs/imdb_lm/reviews.npz] [--adversarial 0.6] [--json out.json]
 
 Each step is the recipe's own (lstm_lm.lm_train_step and lstm_lm.classifier_train_step, which
 pretrain and finetune call) on random ids of the full vocabulary (the
 cost does not depend on the ids), timed as the median of `--steps` steps after one to compile.
 With --reviews, the fine-tuning epoch's batches are counted per bucket from the real reviews
-(lstm_lm's batcher), and the epoch is priced as the sum over its batches.
+(lstm_lm's batcher), and the epoch is priced as the sum over its batches. With --adversarial, the
+fine-tuning step is the adversarial one (finetune's --adversarial: two forward and backward
+passes).
 """
 
 from __future__ import annotations
@@ -54,12 +56,12 @@ def lm_step_seconds(vocab: int, model: lstm_lm.ModelConfig, config: lstm_lm.Pret
 
 
 def finetune_step_seconds(vocab: int, model: lstm_lm.ModelConfig, batch_size: int, width: int,
-                          steps: int) -> float:
+                          steps: int, adversarial: float = 0.0) -> float:
   net = lstm_lm.Classifier(vocab, model)
   params = net.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32),
                     jnp.full((1,), 8))["params"]
   optimizer = lstm_lm.optimizer_for(lstm_lm.FinetuneConfig.clip)
-  step = lstm_lm.classifier_train_step(net, optimizer)
+  step = lstm_lm.classifier_train_step(net, optimizer, adversarial)
   rng = np.random.default_rng(0)
   tokens = rng.integers(4, vocab, (batch_size, width))
   lengths = np.full(batch_size, width)
@@ -86,11 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--widths", type=int, nargs="+", default=[256, 512])
   parser.add_argument("--epochs", type=int, default=5, help="fine-tuning epochs to price")
   parser.add_argument("--reviews", help="export_reviews' file: count the epoch's batches")
+  parser.add_argument("--adversarial", type=float, default=0.0, metavar="EPS",
+                      help="price finetune's adversarial step of this norm (default: 0, none)")
   parser.add_argument("--json", help="write the figures here too")
   args = parser.parse_args(argv)
   if args.steps < 1 or args.lm_steps < 1 or args.epochs < 1:
     parser.error(f"--steps, --lm-steps and --epochs must be >= 1, got {args.steps}, "
                  f"{args.lm_steps} and {args.epochs}")
+  if not args.adversarial >= 0:
+    parser.error(f"--adversarial must be >= 0 (0: the plain step), got {args.adversarial}")
   if list(args.widths) != sorted(set(args.widths)) or args.widths[0] < 1:
     parser.error(f"--widths must be positive and ascending, got {args.widths}")
   model = lstm_lm.ModelConfig(args.embed_dim, args.hidden_size, dtype=args.dtype)
@@ -105,7 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.lm_steps} steps: {record['lm_hours']:.2f} h", flush=True)
   record["finetune_step_s"] = {}
   for width in args.widths:
-    seconds = finetune_step_seconds(args.vocab, model, finetuning.batch_size, width, args.steps)
+    seconds = finetune_step_seconds(args.vocab, model, finetuning.batch_size, width, args.steps,
+                                    args.adversarial)
     record["finetune_step_s"][width] = seconds
     print(f"fine-tuning step ({finetuning.batch_size} x {width}): {seconds:.3f} s", flush=True)
   if args.reviews:

@@ -24,6 +24,14 @@ initialised from the language model:
   z          = [h_n, max_t h_t, mean_t h_t]       (3H,)
   logits     = V dropout(z) + v                   (2,)
 
+With `--adversarial EPS`, adversarial training on the embedded words (Miyato et al. 2017, after
+Goodfellow et al. 2015): each step adds to the loss the loss at the review's embedded words
+e = worddrop(E[x]) (n, De) moved by
+
+  r_adv = EPS g / ||g||_2,   g = d loss / d e   (the norm over all n x De entries of the review)
+
+a second forward and backward pass a step.
+
 Both use Adam on gradients clipped to a global norm, the learning rate warmed up linearly and then
 decayed along a cosine to a tenth of its peak.
 
@@ -139,6 +147,9 @@ class FinetuneConfig:
     also_first: with `head`, a review longer than max_len is scored (for dev's choice of epoch
       and for test) by the mean of two log-odds: of its head and tail, and of its first max_len
       tokens, a second pass over the long reviews alone.
+    adversarial: 0, or the L2 norm of each review's adversarial perturbation of its embedded
+      words (`adversarial_perturbation`; Miyato et al. 2017's epsilon): each step's loss is the
+      clean loss plus the loss at the perturbed embeddings (twice a plain step's work).
   """
   epochs: int = 4
   batch_size: int = 64
@@ -151,6 +162,7 @@ class FinetuneConfig:
   seed: int = 0
   head: int | None = None
   also_first: bool = False
+  adversarial: float = 0.0
 
 
 # ---- reviews
@@ -326,10 +338,13 @@ class Trunk(nn.Module):
     self.word_dropout = nn.Dropout(c.word_dropout, broadcast_dims=(2,))
     self.lstm = zoo.LSTM(c.hidden_size, c.num_layers, dtype=DTYPES[c.dtype])
 
-  def __call__(self, tokens: jax.Array, lengths: jax.Array | None, deterministic: bool
-               ) -> tuple[jax.Array, jax.Array]:
-    """tokens int (B, L) -> (outputs (B, L, H), top layer's final h (B, H))."""
+  def __call__(self, tokens: jax.Array, lengths: jax.Array | None, deterministic: bool,
+               perturbation: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """tokens int (B, L) -> (outputs (B, L, H), top layer's final h (B, H)); `perturbation`
+    (B, L, De), if given, is added to the embedded words after the word dropout."""
     x = self.word_dropout(self.embed(tokens), deterministic=deterministic)  # (B, L, De)
+    if perturbation is not None:
+      x = x + perturbation.astype(x.dtype)
     outputs, finals = self.lstm(x, lengths)
     return outputs, finals[-1].h
 
@@ -364,11 +379,12 @@ class Classifier(nn.Module):
   dropout: float = 0.5
 
   @nn.compact
-  def __call__(self, tokens: jax.Array, lengths: jax.Array,
-               deterministic: bool = True) -> jax.Array:
-    """tokens int (B, L), lengths int (B,) >= 1 -> float32 logits (B, 2)."""
+  def __call__(self, tokens: jax.Array, lengths: jax.Array, deterministic: bool = True,
+               perturbation: jax.Array | None = None) -> jax.Array:
+    """tokens int (B, L), lengths int (B,) >= 1 -> float32 logits (B, 2); `perturbation`
+    (B, L, De) moves the embedded words (adversarial training)."""
     outputs, last = Trunk(self.vocab_size, self.config, name="trunk")(tokens, lengths,
-                                                                       deterministic)
+                                                                       deterministic, perturbation)
     pooled = concat_pool(outputs, last, lengths)  # (B, 3H)
     pooled = nn.Dropout(self.dropout)(pooled, deterministic=deterministic)
     return nn.Dense(2, name="head")(pooled)
@@ -404,21 +420,49 @@ def lm_train_step(model: LanguageModel, optimizer: optax.GradientTransformation)
   return step
 
 
-def classifier_train_step(model: Classifier, optimizer: optax.GradientTransformation
-                          ) -> Callable:
+def adversarial_perturbation(gradient: jax.Array, epsilon: float) -> jax.Array:
+  """Each review's gradient (B, L, De) scaled to L2 norm `epsilon` over its L x De entries
+  (Miyato et al. 2017's r_adv); a review with a zero gradient (a batch's filler row) gets zeros.
+
+  The gradient is first divided by its largest entry, so that tiny float32 gradients square
+  without underflow.
+  """
+  gradient = gradient.astype(jnp.float32)
+  largest = jnp.max(jnp.abs(gradient), axis=(1, 2), keepdims=True)  # (B, 1, 1)
+  unit = gradient / jnp.where(largest > 0, largest, 1.0)
+  norm = jnp.sqrt(jnp.sum(unit * unit, axis=(1, 2), keepdims=True))  # (B, 1, 1), >= 1 or 0
+  return epsilon * unit / jnp.where(norm > 0, norm, 1.0)
+
+
+def classifier_train_step(model: Classifier, optimizer: optax.GradientTransformation,
+                          adversarial: float = 0.0) -> Callable:
   """The fine-tuning's jitted step: (params, opt_state, tokens (B, L), lengths (B,), label (B,),
-  weight (B,), dropout key, lr) -> (params, opt_state, loss): the cross-entropy averaged over the
-  real rows (weight 1; a batch's filler rows weigh 0)."""
+  weight (B,), dropout key, lr) -> (params, opt_state, losses): 'loss', the cross-entropy averaged
+  over the real rows (weight 1; a batch's filler rows weigh 0), and with `adversarial` > 0 also
+  'adversarial_loss', the same at the embedded words moved by `adversarial_perturbation` of the
+  loss's gradient with respect to them; the parameters then follow the gradient of the sum (the
+  same dropout masks in both passes)."""
+  embed_dim = model.config.embed_dim
+
   @jax.jit
   def step(params, opt_state, tokens, lengths, label, weight, key, lr):
-    def loss_fn(params):
+    def loss_fn(params, perturbation):
       logits = model.apply({"params": params}, tokens, lengths, deterministic=False,
-                           rngs={"dropout": key})
+                           perturbation=perturbation, rngs={"dropout": key})
       losses = optax.softmax_cross_entropy_with_integer_labels(logits, label)
       return jnp.sum(losses * weight) / jnp.maximum(jnp.sum(weight), 1.0)
-    loss, grads = jax.value_and_grad(loss_fn)(params)
+    if not adversarial:
+      loss, grads = jax.value_and_grad(loss_fn)(params, None)
+      losses = {"loss": loss}
+    else:
+      zeros = jnp.zeros((*tokens.shape, embed_dim), jnp.float32)  # (B, L, De)
+      loss, (grads, towards) = jax.value_and_grad(loss_fn, argnums=(0, 1))(params, zeros)
+      perturbation = jax.lax.stop_gradient(adversarial_perturbation(towards, adversarial))
+      adversarial_loss, more = jax.value_and_grad(loss_fn)(params, perturbation)
+      grads = jax.tree_util.tree_map(jnp.add, grads, more)
+      losses = {"loss": loss, "adversarial_loss": adversarial_loss}
     updates, opt_state = optimizer.update(grads, opt_state, params)
-    return _apply(params, updates, lr), opt_state, loss
+    return _apply(params, updates, lr), opt_state, losses
   return step
 
 
@@ -633,6 +677,9 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
   """
   if config.also_first and config.head is None:
     raise ValueError("also_first: scores a second view beside the head and tail; give head too")
+  if not config.adversarial >= 0:
+    raise ValueError(f"adversarial: expected a perturbation norm >= 0 (0: none), "
+                     f"got {config.adversarial}")
   model = Classifier(reviews.vocab_size, model_config, config.dropout)
   train = _classifier_batcher(reviews.ids["train"], reviews.labels["train"], config, config.head)
   scored = {split: _classifier_batcher(reviews.ids[split], reviews.labels[split], config,
@@ -658,7 +705,7 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
   optimizer = optimizer_for(config.clip)
   opt_state = optimizer.init(params)
 
-  step = classifier_train_step(model, optimizer)
+  step = classifier_train_step(model, optimizer, config.adversarial)
 
   @jax.jit
   def log_odds(params, tokens, lengths):
@@ -687,21 +734,28 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
   best_params, kept, views = params, {}, {}
   batches = train.train_batches(config.seed)
   for epoch in range(config.epochs):
-    losses = []
+    losses = []  # per step {'loss': (), and with adversarial 'adversarial_loss': ()}
     for _ in range(per_epoch):
       batch = next(batches)
       dropout_key, key = jax.random.split(dropout_key)
       lr = warmup_cosine(done, total, config.lr, warmup)
-      params, opt_state, loss = step(params, opt_state, batch["tokens"], batch["tokens_len"],
-                                     batch["label"], batch["weight"], key, lr)
-      losses.append(loss)
+      params, opt_state, step_losses = step(params, opt_state, batch["tokens"],
+                                            batch["tokens_len"], batch["label"], batch["weight"],
+                                            key, lr)
+      losses.append(step_losses)
       done += 1
+    means = {name: round(float(jnp.mean(jnp.stack([row[name] for row in losses]))), 4)
+             for name in losses[0]}
     dev, dev_views = score(params, "dev")
     dev_accuracy = float(np.mean((dev > 0) == (reviews.labels["dev"] == 1)))
-    epochs.append({"epoch": epoch + 1, "train_loss": round(float(jnp.mean(jnp.stack(losses))), 4),
+    epochs.append({"epoch": epoch + 1, "train_loss": means["loss"],
+                   **({"adversarial_loss": means["adversarial_loss"]} if config.adversarial
+                      else {}),
                    "dev_accuracy": dev_accuracy,
                    "seconds": round(time.perf_counter() - started, 1)})
-    log(f"fine-tuning epoch {epoch + 1}: train loss {epochs[-1]['train_loss']:.4f}  dev "
+    adversarial = (f" (adversarial {means['adversarial_loss']:.4f})" if config.adversarial
+                   else "")
+    log(f"fine-tuning epoch {epoch + 1}: train loss {means['loss']:.4f}{adversarial}  dev "
         f"{dev_accuracy:.4f}  {epochs[-1]['seconds']:.0f} s")
     if dev_accuracy > best:  # the first of the best
       best, chosen, best_params = dev_accuracy, epoch + 1, params
@@ -807,6 +861,10 @@ def _parser() -> argparse.ArgumentParser:
   f.add_argument("--also-first", action="store_true",
                  help="with --head, score a review longer than --max-len by the mean log-odds of "
                       "its head and tail and of its first max-len tokens")
+  f.add_argument("--adversarial", type=float, default=d.adversarial, metavar="EPS",
+                 help="adversarial training (Miyato et al. 2017): add the loss at each review's "
+                      "embedded words moved by L2 norm EPS along the loss's gradient; twice a "
+                      "step's work (default: 0, none)")
   return parser
 
 
@@ -872,7 +930,7 @@ def _run(args: argparse.Namespace, command: str) -> int:
       break
     config = FinetuneConfig(args.epochs, args.batch_size, args.max_len, tuple(args.widths),
                             dropout=args.dropout, lr=args.lr, seed=seed, head=args.head,
-                            also_first=args.also_first)
+                            also_first=args.also_first, adversarial=args.adversarial)
     record, log_odds = finetune(reviews, model_config, config, trunk, _log)
     record["command"] = command
     if pretrained is not None:

@@ -45,8 +45,27 @@ def test_the_epoch_is_priced_batch_by_batch_from_the_step_times(tmp_path, capsys
   assert "a fine-tuning epoch ({9: 1, 13: 2} batches by width)" in capsys.readouterr().out
 
 
+def test_the_adversarial_step_is_priced_when_asked(tmp_path, monkeypatch):
+  asked = []
+  recipe_step = lstm_lm_steps.lstm_lm.classifier_train_step
+
+  def step(model, optimizer, adversarial=0.0):
+    asked.append(adversarial)
+    return recipe_step(model, optimizer, adversarial)
+
+  monkeypatch.setattr(lstm_lm_steps.lstm_lm, "classifier_train_step", step)
+  out = tmp_path / "cost.json"
+  assert lstm_lm_steps.main(["--vocab", "23", "--embed-dim", "6", "--hidden-size", "5",
+                             "--steps", "1", "--lm-steps", "7", "--widths", "9", "13",
+                             "--adversarial", "0.6", "--json", str(out)]) == 0
+  assert asked == [0.6, 0.6]
+  record = json.loads(out.read_text())
+  assert record["settings"]["adversarial"] == 0.6 and set(record["finetune_step_s"]) == {"9", "13"}
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--steps", "0"], "--steps, --lm-steps and --epochs must be >= 1"),
+    (["--adversarial", "-0.5"], "--adversarial must be >= 0 (0: the plain step), got -0.5"),
     (["--widths", "512", "256"], "--widths must be positive and ascending, got [512, 256]"),
 ])
 def test_bad_counts_and_widths_are_refused(argv, message, capsys):

@@ -16,6 +16,7 @@ import tarfile
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from experiments import runs
@@ -904,4 +905,120 @@ def test_also_first_scores_a_long_review_by_the_mean_of_its_two_views(sample, tm
                   "--also-first"])
   assert exit_info.value.code == 2
   assert "also_first: scores a second view beside the head and tail; give head too" in (
+      capsys.readouterr().err)
+
+
+# ---- adversarial training
+
+
+def test_the_adversarial_perturbation_has_norm_epsilon_along_each_reviews_gradient():
+  rng = np.random.default_rng(11)
+  gradient = rng.normal(size=(3, 5, 7))
+  gradient[1] = 0.0  # a batch's filler row
+  gradient[2] *= 1e-30  # far below float32's square root of its smallest normal number
+  got = np.asarray(lstm_lm.adversarial_perturbation(jnp.asarray(gradient, jnp.float32), 0.37))
+  assert got.shape == (3, 5, 7) and got.dtype == np.float32
+  for b in (0, 2):
+    want = 0.37 * gradient[b] / np.sqrt(np.sum(gradient[b] ** 2))
+    np.testing.assert_allclose(got[b], want, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(np.sqrt(np.sum(got[b].astype(np.float64) ** 2)), 0.37, rtol=1e-6)
+  np.testing.assert_array_equal(got[1], 0.0)
+
+
+def _a_batch(v: int, rng: np.random.Generator):
+  """tokens int32 (3, 9) padded with 0 past lengths (9, 4, 6), labels, weights (a filler row)."""
+  lengths = np.array([9, 4, 6])
+  tokens = rng.integers(4, v, (3, 9)).astype(np.int32)
+  tokens[np.arange(9)[None, :] >= lengths[:, None]] = 0
+  return (jnp.asarray(tokens), jnp.asarray(lengths), jnp.asarray([1, 0, 1]),
+          jnp.asarray([1.0, 1.0, 0.0]))
+
+
+def test_a_perturbation_moves_the_embedded_words_and_none_past_a_reviews_end():
+  v, config = 23, ModelConfig(embed_dim=5, hidden_size=7)
+  model = Classifier(v, config)
+  tokens, lengths, _, _ = _a_batch(v, np.random.default_rng(3))
+  params = _jiggled(model.init(jax.random.PRNGKey(0), tokens, lengths)["params"], seed=4)
+  plain = model.apply({"params": params}, tokens, lengths)
+  zero = model.apply({"params": params}, tokens, lengths, perturbation=jnp.zeros((3, 9, 5)))
+  np.testing.assert_array_equal(zero, plain)
+  delta = np.zeros((3, 9, 5), np.float32)
+  delta[1, 2] = 0.4  # within review 1
+  delta[1, 6] = 9.0  # past its 4 tokens
+  moved = np.asarray(model.apply({"params": params}, tokens, lengths,
+                                 perturbation=jnp.asarray(delta)))
+  np.testing.assert_array_equal(moved[[0, 2]], np.asarray(plain)[[0, 2]])
+  table = np.asarray(params["trunk"]["embed"]["embedding"], np.float64)  # (V, De)
+  embedded = table[np.asarray(tokens)[1, :4]]  # (4, De)
+  embedded[2] += 0.4
+  outputs = _lstm_by_hand(params["trunk"]["lstm"], embedded)  # (4, H)
+  pooled = np.concatenate([outputs[-1], outputs.max(axis=0), outputs.mean(axis=0)])
+  want = pooled @ np.asarray(params["head"]["kernel"], np.float64) + np.asarray(
+      params["head"]["bias"], np.float64)
+  np.testing.assert_allclose(moved[1], want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_adversarial_step_follows_the_clean_and_the_perturbed_losses_gradients():
+  """One step against its definition: the clean loss, the perturbation from the gradient at the
+  embedded words (zero past each review's end and on the filler row), the loss there (higher),
+  and Adam's update of the two losses' summed gradients."""
+  v, config = 23, ModelConfig(embed_dim=5, hidden_size=7)
+  model = Classifier(v, config, dropout=0.3)
+  tokens, lengths, label, weight = _a_batch(v, np.random.default_rng(5))
+  params = _jiggled(model.init(jax.random.PRNGKey(1), tokens, lengths)["params"], seed=6)
+  optimizer = lstm_lm.optimizer_for(1.0)
+  opt_state = optimizer.init(params)
+  key, lr, epsilon = jax.random.PRNGKey(9), 0.01, 0.5
+
+  def loss_at(params, perturbation):
+    logits = model.apply({"params": params}, tokens, lengths, deterministic=False,
+                         perturbation=perturbation, rngs={"dropout": key})
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits, label)
+    return jnp.sum(losses * weight) / jnp.sum(weight)
+
+  zeros = jnp.zeros((3, 9, 5))
+  towards = np.asarray(jax.grad(loss_at, argnums=1)(params, zeros), np.float64)  # (3, 9, 5)
+  assert np.abs(towards[0]).max() > 0 and np.abs(towards[1, :4]).max() > 0
+  np.testing.assert_array_equal(towards[1, 4:], 0.0)
+  np.testing.assert_array_equal(towards[2], 0.0)
+  perturbation = np.zeros_like(towards)
+  for b in (0, 1):
+    perturbation[b] = epsilon * towards[b] / np.sqrt(np.sum(towards[b] ** 2))
+  perturbation = jnp.asarray(perturbation, jnp.float32)
+  grads = jax.tree_util.tree_map(jnp.add, jax.grad(loss_at)(params, zeros),
+                                 jax.grad(loss_at)(params, perturbation))
+  updates, _ = optimizer.update(grads, opt_state, params)
+  want = jax.tree_util.tree_map(lambda p, u: p - lr * u, params, updates)
+
+  step = lstm_lm.classifier_train_step(model, optimizer, adversarial=epsilon)
+  got, _, losses = step(params, opt_state, tokens, lengths, label, weight, key, lr)
+  assert set(losses) == {"loss", "adversarial_loss"}
+  np.testing.assert_allclose(losses["loss"], loss_at(params, zeros), rtol=1e-6)
+  np.testing.assert_allclose(losses["adversarial_loss"], loss_at(params, perturbation),
+                             rtol=1e-5)
+  assert losses["adversarial_loss"] > losses["loss"] + 1e-3
+  jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),
+                         got, want)
+  plain = lstm_lm.classifier_train_step(model, optimizer)
+  _, _, losses = plain(params, opt_state, tokens, lengths, label, weight, key, lr)
+  assert set(losses) == {"loss"}
+  np.testing.assert_allclose(losses["loss"], loss_at(params, zeros), rtol=1e-6)
+
+
+def test_fine_tuning_adversarially_records_both_losses(sample, tmp_path, capsys):
+  out = tmp_path / "adv"
+  assert lstm_lm.main(["finetune", "--reviews", sample[2], "--out", str(out), *TINY_FLAGS,
+                       "--epochs", "2", "--max-len", "32", "--widths", "16", "32",
+                       "--adversarial", "0.5"]) == 0
+  with open(out / "classifier-seed0.json") as f:
+    record = json.load(f)
+  assert record["finetuning"]["adversarial"] == 0.5
+  for row in record["epochs"]:
+    assert row["adversarial_loss"] > row["train_loss"] > 0
+  assert "(adversarial " in capsys.readouterr().err
+  with pytest.raises(SystemExit) as exit_info:
+    lstm_lm.main(["finetune", "--reviews", sample[2], "--out", str(tmp_path / "x"), *TINY_FLAGS,
+                  "--adversarial", "-1"])
+  assert exit_info.value.code == 2
+  assert "adversarial: expected a perturbation norm >= 0 (0: none), got -1.0" in (
       capsys.readouterr().err)
