@@ -5,7 +5,8 @@
         [--train-on labelled all] [--pv-epochs 10] [--pv-dim 100] [--pv-workers 2] \
         [--blend log_loss|grid] [--checkpoint best] [--data-dir DIR] \
         [--region-epochs 0] [--region-pretrain-epochs 2] [--region-width 5] \
-        [--region-features 1000] [--region-embedding FILE [FILE ...]] [--member NAME=FILE ...]
+        [--region-features 1000] [--region-embedding FILE [FILE ...]] [--member NAME=FILE ...] \
+        [--save-members DIR]
 
 Reads the run's data exactly as the run was trained (its protocol, vocabulary, and for a
 self-training student its pseudo-labelled reviews) and fits two more models on it:
@@ -30,6 +31,10 @@ self-training student its pseudo-labelled reviews) and fits two more models on i
   log-odds of 'positive' in FILE (lstm_lm.py's classifier-seedS.npz: the LSTM classifier
   fine-tuned from a language model pretrained on the reviews, perhaps on a GPU). Its reviews are
   lined up with the run's by IMDB's record indices, which must be dev's and test's exactly.
+
+With `--save-members DIR` each of the command's own models (the run, NBSVM, paragraph vectors,
+the region CNN) is written to DIR/NAME.npz in the member format, so that blend.py blends saved
+models in seconds, or a later ensemble reads one as a `--member`, without fitting it again.
 
 Of each model the fit with the best dev accuracy is kept; then the models' log-odds of 'positive'
 are blended:
@@ -250,6 +255,47 @@ def rule_stability(rule: str, dev_log_odds: dict[str, np.ndarray], dev_labels: n
           "cv_dev_accuracy": right / n}
 
 
+def blend_scores(scores: Mapping[str, Mapping[str, np.ndarray]],
+                 labels: Mapping[str, np.ndarray], rule: str = "log_loss", seed: int = 0,
+                 ) -> dict[str, Any]:
+  """The blend of the models' log-odds that `rule` chooses on dev, scored on dev and test.
+
+  Args:
+    scores: model -> split ('dev', 'test') -> (N,) log-odds of 'positive', the models in order of
+      preference (the grid rule's ties).
+    labels: split -> (N,) 0/1.
+    rule: 'log_loss' or 'grid' (module docstring): the blend's rule; the other one's choice is
+      written beside it (`other_rule`) and chooses nothing.
+    seed: the resampling of `rule_stability`.
+
+  Returns:
+    the record's 'ensemble': the rule, the models, the weights (and the log-loss fit's
+    temperature), the scales, dev's and test's accuracy, the rule's stability, the other rule's
+    choice, and the grid's dev accuracy by weights.
+  """
+  if rule not in BLEND_RULES:
+    raise ValueError(f"unknown blend rule {rule!r}; the rules are {list(BLEND_RULES)}")
+  names = list(scores)
+  dev_scores = {name: scores[name]["dev"] for name in names}
+  grid_weights, dev_curve = choose_weights(dev_scores, labels["dev"])
+  log_loss_weights, fit = fit_log_loss_weights(dev_scores, labels["dev"])
+  by_rule = {"log_loss": log_loss_weights, "grid": grid_weights}
+  scales = {name: scale(scores[name]["dev"], name) for name in names}
+  per_rule = {}
+  for name, weights in by_rule.items():
+    z = {split: blend({m: scores[m][split] for m in names}, weights, scales)
+         for split in ("dev", "test")}
+    per_rule[name] = {"weights": weights, **_accuracies(z, labels),
+                      **rule_stability(name, dev_scores, labels["dev"], seed=seed)}
+  chosen = per_rule.pop(rule)
+  other_rule = {name: {key: r[key] for key in ("weights", "dev_accuracy", "test_accuracy",
+                                               "bootstrap_std", "cv_dev_accuracy")}
+                for name, r in per_rule.items()}
+  return {"rule": rule, "models": names, "weights": chosen.pop("weights"),
+          **(fit if rule == "log_loss" else {}), "scales": scales, **chosen,
+          "other_rule": other_rule, "dev_accuracy_by_weights": dev_curve}
+
+
 def blend(log_odds: dict[str, np.ndarray], weights: dict[str, float],
           scales: dict[str, float]) -> np.ndarray:
   """sum over models m of weights[m] * log_odds[m] / scales[m]."""
@@ -273,7 +319,8 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                  region_embeddings: Sequence[str] = (),
                  region_save: str | None = None,
                  region_train_on: str = "labelled",
-                 members: Mapping[str, str] | None = None) -> dict[str, Any]:
+                 members: Mapping[str, str] | None = None,
+                 save_members: str | None = None) -> dict[str, Any]:
   """Fits NBSVM (and paragraph vectors) on the run's data, chooses fits and blend on dev, scores
   test.
 
@@ -297,6 +344,9 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
       pseudo-labelled ones; a run without them has its labelled reviews only).
     members: name -> a file of dev's and test's log-odds of a model trained elsewhere
       (`read_member`), blended beside the others.
+    save_members: a folder to write each of the ensemble's own models to as a member file
+      (`save_member`: FOLDER/run.npz, nbsvm.npz, ...), for blend.py or a later `--member` to
+      reuse without fitting it again (None: nowhere).
 
   Returns:
     the record written by the command (see the module docstring).
@@ -356,23 +406,21 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
 
   names = (["run", "nbsvm"] + (["paragraph_vectors"] if pv is not None else [])
            + (["region_cnn"] if region is not None else []) + list(members))
-  dev_scores = {name: scores[name]["dev"] for name in names}
-  # Both rules choose on the same fits; `rule`'s choice is the blend, the other's is written
-  # beside it (`other_rule`) and chooses nothing.
-  grid_weights, dev_curve = choose_weights(dev_scores, labels["dev"])
-  log_loss_weights, fit = fit_log_loss_weights(dev_scores, labels["dev"])
-  by_rule = {"log_loss": log_loss_weights, "grid": grid_weights}
-  scales = {name: scale(scores[name]["dev"], name) for name in names}
-  per_rule = {}
-  for name, weights in by_rule.items():
-    z = {split: blend({m: scores[m][split] for m in names}, weights, scales)
-         for split in ("dev", "test")}
-    per_rule[name] = {"weights": weights, **_accuracies(z, labels),
-                      **rule_stability(name, dev_scores, labels["dev"], seed=seed)}
-  chosen = per_rule.pop(rule)
-  other_rule = {name: {key: r[key] for key in ("weights", "dev_accuracy", "test_accuracy",
-                                               "bootstrap_std", "cv_dev_accuracy")}
-                for name, r in per_rule.items()}
+  own_records = {"run": {"workdir": run.workdir, "model": run.config.model_name,
+                         "checkpoint": run.checkpoint, "step": run.step,
+                         **_accuracies(scores["run"], labels)},
+                 "nbsvm": nbsvm_record,
+                 **({"paragraph_vectors": pv_record} if pv is not None else {}),
+                 **({"region_cnn": region_record} if region is not None else {})}
+  saved = {}
+  if save_members is not None:
+    os.makedirs(save_members, exist_ok=True)
+    for name, own in own_records.items():
+      saved[name] = os.path.join(save_members, f"{name}.npz")
+      save_member(saved[name], index, labels, scores[name],
+                  {"saved_from": {"ensemble_of": run.workdir, "name": name, "seed": seed,
+                                  "record": own}})
+    console.note(f"the models' scores saved to {save_members}/: {', '.join(saved)}")
   record = {
       "run": run.workdir, "model": run.config.model_name, "checkpoint": run.checkpoint,
       "step": run.step, "protocol": run.config.data.protocol,
@@ -383,9 +431,8 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
       **({"paragraph_vectors": pv_record} if pv is not None else {}),
       **({"region_cnn": region_record} if region is not None else {}),
       **({"members": member_records} if members else {}),
-      "ensemble": {"rule": rule, "models": names, "weights": chosen.pop("weights"),
-                   **(fit if rule == "log_loss" else {}), "scales": scales, **chosen,
-                   "other_rule": other_rule, "dev_accuracy_by_weights": dev_curve},
+      "ensemble": blend_scores({name: scores[name] for name in names}, labels, rule, seed),
+      **({"saved_members": saved} if saved else {}),
       "run_scoring_s": round(run_s, 1),
       "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
   }
@@ -482,24 +529,37 @@ def _fit_paragraph_vectors(ids, labels, labelled, unlabelled, config, console):
 MODEL_NAMES = ("run", "nbsvm", "paragraph_vectors", "region_cnn")  # the ensemble's own models
 MEMBER_KEYS = ("dev_log_odds", "dev_index", "dev_labels", "test_log_odds", "test_index",
                "test_labels", "record")
+# What a member's own record gives the blend's: lstm_lm.py's settings, or (`save_member`) the
+# ensemble's model record and where it was fitted.
+MEMBER_RECORD_KEYS = ("pretrained", "chosen_epoch", "device", "model", "pretrained_from",
+                      "saved_from")
 
 
-def read_member(path: str, index: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]
-                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-  """A model trained elsewhere, from its .npz of dev's and test's log-odds (lstm_lm.save_member):
-  (a record: the file, its accuracies and what its own record says of it; split -> float64 (N,)
-  log-odds in the run's order). Its reviews must be the run's dev and test reviews, by IMDB's
-  record `index` (split -> (N,)) and `labels`; a ValueError names the file and what differs."""
+def load_member(path: str) -> dict[str, np.ndarray]:
+  """A member file's arrays (MEMBER_KEYS and any others); a ValueError names the file and what is
+  missing or unreadable."""
   if not os.path.isfile(path):
     raise ValueError(f"--member: no such file {path}")
   try:
-    data = np.load(path)
-    arrays = {key: data[key] for key in data.files}
+    with np.load(path) as data:
+      arrays = {key: data[key] for key in data.files}
   except Exception as e:  # a truncated or foreign file
     raise ValueError(f"--member: {path} is not a readable .npz file ({e})") from e
   missing = [key for key in MEMBER_KEYS if key not in arrays]
   if missing:
-    raise ValueError(f"--member: {path} lacks {missing} (write it with lstm_lm.py finetune)")
+    raise ValueError(f"--member: {path} lacks {missing} (write it with lstm_lm.py finetune or "
+                     f"ensemble.py --save-members)")
+  return arrays
+
+
+def read_member(path: str, index: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]
+                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+  """A model trained elsewhere, from its .npz of dev's and test's log-odds (lstm_lm.save_member,
+  or `save_member` here): (a record: the file, its accuracies and what its own record says of it;
+  split -> float64 (N,) log-odds in the run's order). Its reviews must be the run's dev and test
+  reviews, by IMDB's record `index` (split -> (N,)) and `labels`; a ValueError names the file and
+  what differs."""
+  arrays = load_member(path)
   log_odds = {}
   for split in ("dev", "test"):
     theirs = arrays[f"{split}_index"]
@@ -514,9 +574,22 @@ def read_member(path: str, index: Mapping[str, np.ndarray], labels: Mapping[str,
       raise ValueError(f"--member: {path} holds log-odds that are not finite on {split}")
   own = json.loads(str(arrays["record"]))
   record = {"file": path, **_accuracies(log_odds, labels),
-            **{key: own[key] for key in ("pretrained", "chosen_epoch", "device", "model",
-                                         "pretrained_from") if key in own}}
+            **{key: own[key] for key in MEMBER_RECORD_KEYS if key in own}}
   return record, log_odds
+
+
+def save_member(path: str, index: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray],
+                log_odds: Mapping[str, np.ndarray], record: Mapping[str, Any]) -> None:
+  """One of the ensemble's own models as a member file (what `--member` and blend.py read):
+  dev's and test's log-odds (split -> (N,)) with IMDB's record `index` and `labels`, and its
+  `record` as JSON; written whole or not at all."""
+  tmp = f"{path}.tmp{os.getpid()}.npz"
+  np.savez(tmp, record=json.dumps(dict(record)),
+           **{f"{split}_{part}": np.asarray(values[split])
+              for split in ("dev", "test")
+              for part, values in (("log_odds", log_odds), ("index", index),
+                                   ("labels", labels))})
+  os.replace(tmp, path)
 
 
 def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, console,
@@ -560,6 +633,24 @@ def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, conso
 
 def _accuracies(log_odds: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]) -> dict:
   return {f"{split}_accuracy": accuracy(log_odds[split], labels[split]) for split in log_odds}
+
+
+def parse_members(specs: Sequence[str], taken: Sequence[str] = ()) -> dict[str, str]:
+  """['NAME=FILE', ...] -> {NAME: FILE}; a UsageError names a malformed spec, a name given twice
+  or one of `taken`, or a FILE that does not exist."""
+  members = {}
+  for spec in specs:
+    name, _, path = spec.partition("=")
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or not path:
+      raise UsageError(f"--member: expected NAME=FILE with a lower-case name of letters, digits "
+                       f"and _, got {spec!r}")
+    if name in members or name in taken:
+      raise UsageError(f"--member: the name {name!r} is taken (by another --member"
+                       + (f" or one of the ensemble's models {list(taken)})" if taken else ")"))
+    if not os.path.isfile(path):
+      raise UsageError(f"--member: no such file {path}")
+    members[name] = path
+  return members
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -616,6 +707,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--member", metavar="NAME=FILE", action="append", default=[],
                       help="blend a model trained elsewhere too: FILE holds its dev and test "
                            "log-odds (lstm_lm.py finetune's classifier-seedS.npz); repeatable")
+  parser.add_argument("--save-members", metavar="DIR",
+                      help="write each of the ensemble's own models' dev and test log-odds to "
+                           "DIR/NAME.npz (run, nbsvm, paragraph_vectors, region_cnn), which "
+                           "blend.py and --member read")
   parser.add_argument("--blend", choices=BLEND_RULES, default="log_loss",
                       help="how dev chooses the blend's weights: 'log_loss' (default: least dev "
                            "log-loss, non-negative weights) or 'grid' (best dev accuracy on a "
@@ -646,18 +741,7 @@ def _write(args: argparse.Namespace, console: Console) -> int:
     flag = lambda match: "--region-" + {"region": "width"}.get(  # noqa: E731
         match.group(1), match.group(1).replace("_", "-"))
     raise UsageError(re.sub(r"RegionConfig\.(\w+)", flag, str(error))) from None
-  members = {}
-  for spec in args.member:
-    name, _, path = spec.partition("=")
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or not path:
-      raise UsageError(f"--member: expected NAME=FILE with a lower-case name of letters, digits "
-                       f"and _, got {spec!r}")
-    if name in members or name in MODEL_NAMES:
-      raise UsageError(f"--member: the name {name!r} is taken (by another --member or one of "
-                       f"the ensemble's models {list(MODEL_NAMES)})")
-    if not os.path.isfile(path):
-      raise UsageError(f"--member: no such file {path}")
-    members[name] = path
+  members = parse_members(args.member, taken=MODEL_NAMES)
   run = load_sentiment_run(args.workdir, args.checkpoint, args.data_dir, "ensembles")
   if args.region_embedding:
     if region is None:
@@ -684,7 +768,8 @@ def _write(args: argparse.Namespace, console: Console) -> int:
                           rule=args.blend, region=region,
                           region_embeddings=args.region_embedding,
                           region_save=save_to if region is not None else None,
-                          region_train_on=args.region_train_on, members=members)
+                          region_train_on=args.region_train_on, members=members,
+                          save_members=args.save_members)
   except ValueError as error:
     if not str(error).startswith("--member"):
       raise

@@ -20,6 +20,7 @@ import optax
 import pytest
 
 from experiments import runs
+from experiments.sentiment import blend
 from experiments.sentiment import ensemble
 from experiments.sentiment import export_reviews
 from experiments.sentiment import lstm_lm
@@ -562,6 +563,53 @@ def test_the_ensemble_blends_a_member_by_its_reviews_indices(sample, member, cap
   by_weights = {tuple(row[:-1]): row[-1] for row in record["ensemble"]["dev_accuracy_by_weights"]}
   assert by_weights[0.0, 0.0, 1.0] == own["dev_accuracy"]
   assert f"member lstm read from {member}: dev " in capsys.readouterr().err
+
+
+def test_saved_members_blend_again_to_the_ensembles_blend(sample, member, capsys):
+  """ensemble.py --save-members writes its own models' scores; blend.py, given them and the same
+  member in the same order, chooses the same weights and scores the same blend, to the bit."""
+  root, workdir, _ = sample
+  saved = root / "saved"
+  out = root / "saved-ensemble.json"
+  assert ensemble.main(["--workdir", workdir, "--out", str(out), "--max-n", "1", "--costs", "1",
+                        "--pv-epochs", "0", "--member", f"lstm={member}",
+                        "--save-members", str(saved)]) == 0
+  record = json.loads(out.read_text())
+  assert sorted(os.listdir(saved)) == ["nbsvm.npz", "run.npz"]
+  assert record["saved_members"] == {"run": str(saved / "run.npz"),
+                                     "nbsvm": str(saved / "nbsvm.npz")}
+  again = root / "blend.json"
+  assert blend.main(["--out", str(again), "--member", f"run={saved / 'run.npz'}",
+                     "--member", f"nbsvm={saved / 'nbsvm.npz'}", "--member",
+                     f"lstm={member}"]) == 0
+  blended = json.loads(again.read_text())
+  assert blended["ensemble"] == record["ensemble"]
+  assert blended["reviews"] == {split: record["reviews"][split] for split in ("dev", "test")}
+  nbsvm = blended["members"]["nbsvm"]
+  assert nbsvm["saved_from"]["name"] == "nbsvm" and nbsvm["saved_from"]["ensemble_of"] == workdir
+  assert nbsvm["saved_from"]["record"] == record["nbsvm"]
+  assert (nbsvm["dev_accuracy"], nbsvm["test_accuracy"]) == (
+      record["nbsvm"]["chosen"]["dev_accuracy"], record["nbsvm"]["chosen"]["test_accuracy"])
+  assert blended["members"]["run"]["dev_accuracy"] == record["run_alone"]["dev_accuracy"]
+  assert blended["members"]["lstm"] == record["members"]["lstm"]
+  assert "blend run " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("specs, message", [
+    (["lstm={member}"], "a blend needs at least two, got 1"),
+    (["lstm={member}", "lstm={member}"], "the name 'lstm' is taken"),
+    (["lstm={member}", "other={reversed}"], "{reversed} scores other dev reviews than the run's"),
+    (["lstm={member}", "other={member}.missing"], "no such file {member}.missing"),
+])
+def test_blend_names_what_is_wrong_with_its_members(member, tmp_path, capsys, specs, message):
+  paths = {"member": member,
+           "reversed": _member_with(member, tmp_path / "reversed.npz",
+                                    dev_index=lambda a: a[::-1])}
+  args = [arg for spec in specs for arg in ("--member", spec.format(**paths))]
+  with pytest.raises(SystemExit) as exit_info:
+    blend.main(["--out", str(tmp_path / "b.json"), *args])
+  assert exit_info.value.code == 2 and message.format(**paths) in capsys.readouterr().err
+  assert not (tmp_path / "b.json").exists()
 
 
 def _member_with(member: str, path, **changes) -> str:
