@@ -84,6 +84,7 @@ from experiments.console import run_command
 from experiments.sentiment import region_cnn
 from experiments.sentiment.cli import load_sentiment_run
 from experiments.sentiment.cli import unlabelled_records
+from experiments.sentiment.lstm_lm import save_member
 from experiments.sentiment.nbsvm import NBSVM
 from experiments.sentiment.nbsvm import binary_features
 from experiments.sentiment.paragraph_vectors import PVClassifier
@@ -345,7 +346,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
     members: name -> a file of dev's and test's log-odds of a model trained elsewhere
       (`read_member`), blended beside the others.
     save_members: a folder to write each of the ensemble's own models to as a member file
-      (`save_member`: FOLDER/run.npz, nbsvm.npz, ...), for blend.py or a later `--member` to
+      (lstm_lm.save_member: FOLDER/run.npz, nbsvm.npz, ...), for blend.py or a later `--member` to
       reuse without fitting it again (None: nowhere).
 
   Returns:
@@ -529,7 +530,7 @@ def _fit_paragraph_vectors(ids, labels, labelled, unlabelled, config, console):
 MODEL_NAMES = ("run", "nbsvm", "paragraph_vectors", "region_cnn")  # the ensemble's own models
 MEMBER_KEYS = ("dev_log_odds", "dev_index", "dev_labels", "test_log_odds", "test_index",
                "test_labels", "record")
-# What a member's own record gives the blend's: lstm_lm.py's settings, or (`save_member`) the
+# What a member's own record gives the blend's: lstm_lm.py's settings, or (--save-members) the
 # ensemble's model record and where it was fitted.
 MEMBER_RECORD_KEYS = ("pretrained", "chosen_epoch", "device", "model", "pretrained_from",
                       "saved_from")
@@ -555,7 +556,7 @@ def load_member(path: str) -> dict[str, np.ndarray]:
 def read_member(path: str, index: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]
                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
   """A model trained elsewhere, from its .npz of dev's and test's log-odds (lstm_lm.save_member,
-  or `save_member` here): (a record: the file, its accuracies and what its own record says of it;
+  for a classifier or --save-members): (a record: the file, its accuracies and what its own record says of it;
   split -> float64 (N,) log-odds in the run's order). Its reviews must be the run's dev and test
   reviews, by IMDB's record `index` (split -> (N,)) and `labels`; a ValueError names the file and
   what differs."""
@@ -576,20 +577,6 @@ def read_member(path: str, index: Mapping[str, np.ndarray], labels: Mapping[str,
   record = {"file": path, **_accuracies(log_odds, labels),
             **{key: own[key] for key in MEMBER_RECORD_KEYS if key in own}}
   return record, log_odds
-
-
-def save_member(path: str, index: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray],
-                log_odds: Mapping[str, np.ndarray], record: Mapping[str, Any]) -> None:
-  """One of the ensemble's own models as a member file (what `--member` and blend.py read):
-  dev's and test's log-odds (split -> (N,)) with IMDB's record `index` and `labels`, and its
-  `record` as JSON; written whole or not at all."""
-  tmp = f"{path}.tmp{os.getpid()}.npz"
-  np.savez(tmp, record=json.dumps(dict(record)),
-           **{f"{split}_{part}": np.asarray(values[split])
-              for split in ("dev", "test")
-              for part, values in (("log_odds", log_odds), ("index", index),
-                                   ("labels", labels))})
-  os.replace(tmp, path)
 
 
 def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, console,

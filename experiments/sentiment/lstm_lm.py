@@ -781,16 +781,17 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
   return record, kept
 
 
-def save_member(path: str, reviews: Reviews, log_odds: Mapping[str, np.ndarray],
-                record: Mapping[str, Any]) -> None:
-  """What ensemble.py's `--member` reads: dev's and test's log-odds with IMDB's indices and
-  labels, and the record; `log_odds`' other arrays (finetune's views) are kept beside them."""
+def save_member(path: str, index: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray],
+                log_odds: Mapping[str, np.ndarray], record: Mapping[str, Any]) -> None:
+  """What ensemble.py's `--member` and blend.py read (the one writer of that format, which
+  `ensemble.py --save-members` uses too): dev's and test's log-odds (split -> (N,)) with IMDB's
+  record `index` and `labels` (split -> (N,)), and the record as JSON; `log_odds`' other arrays
+  (finetune's views) are kept beside them. Written whole or not at all."""
   tmp = f"{path}.tmp{os.getpid()}.npz"
   np.savez(tmp, record=json.dumps(dict(record)),
-           **{f"{split}_{part}": values for split in ("dev", "test")
-              for part, values in (("log_odds", log_odds[split]),
-                                   ("index", reviews.index[split]),
-                                   ("labels", reviews.labels[split]))},
+           **{f"{split}_{part}": np.asarray(values[split]) for split in ("dev", "test")
+              for part, values in (("log_odds", log_odds), ("index", index),
+                                   ("labels", labels))},
            **{name: values for name, values in log_odds.items() if name not in ("dev", "test")})
   os.replace(tmp, path)
 
@@ -937,7 +938,7 @@ def _run(args: argparse.Namespace, command: str) -> int:
       record["pretrained_from"] = {"file": args.pretrained, "steps": pretrained["steps"],
                                    "held_out_perplexity": pretrained["held_out_perplexity"]}
     name = os.path.join(args.out, f"classifier-seed{seed}")
-    save_member(f"{name}.npz", reviews, log_odds, record)
+    save_member(f"{name}.npz", reviews.index, reviews.labels, log_odds, record)
     with open(f"{name}.json", "w") as f:
       json.dump(record, f, indent=1)
     _log(f"seed {seed} ({'pretrained' if trunk is not None else 'from scratch'}): dev "
