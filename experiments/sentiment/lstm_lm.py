@@ -32,6 +32,11 @@ e = worddrop(E[x]) (n, De) moved by
 
 a second forward and backward pass a step.
 
+With `--weight-drop P`, DropConnect on the LSTM's recurrent weights while fine-tuning (Wan et al.
+2013; the weight drop of Merity et al. 2018's AWD-LSTM, which ULMFiT fine-tunes with): each step
+trains with W_hh * m / (1 - P), m a 0/1 mask with P(m = 0) = P per entry, drawn once a step (the
+same mask at every time step and for every review of the batch); scoring uses W_hh itself.
+
 Both use Adam on gradients clipped to a global norm, the learning rate warmed up linearly and then
 decayed along a cosine to a tenth of its peak.
 
@@ -150,6 +155,10 @@ class FinetuneConfig:
     adversarial: 0, or the L2 norm of each review's adversarial perturbation of its embedded
       words (`adversarial_perturbation`; Miyato et al. 2017's epsilon): each step's loss is the
       clean loss plus the loss at the perturbed embeddings (twice a plain step's work).
+    adversarial_from: with `adversarial`, the first epoch (from 1) trained adversarially; the
+      epochs before it are plain (a plain epoch costs about half an adversarial one).
+    weight_drop: 0, or the share of the LSTM's recurrent weights (every `hidden_kernel`) dropped
+      at each step (`drop_connect`; scoring uses them all).
   """
   epochs: int = 4
   batch_size: int = 64
@@ -163,6 +172,8 @@ class FinetuneConfig:
   head: int | None = None
   also_first: bool = False
   adversarial: float = 0.0
+  adversarial_from: int = 1
+  weight_drop: float = 0.0
 
 
 # ---- reviews
@@ -434,19 +445,45 @@ def adversarial_perturbation(gradient: jax.Array, epsilon: float) -> jax.Array:
   return epsilon * unit / jnp.where(norm > 0, norm, 1.0)
 
 
+def drop_connect(params: Params, key: jax.Array, rate: float,
+                 name: str = "hidden_kernel") -> Params:
+  """`params` with every leaf called `name` (the LSTM's W_hh, (n, H, 4H) a layer) DropConnect-ed:
+  each entry zeroed with probability `rate` and the others scaled by 1 / (1 - rate), so that the
+  expectation is the weights themselves; one mask a leaf (leaf i's from fold_in(key, i)), the
+  other leaves as they are. rate 0 returns `params` itself."""
+  if not 0.0 <= rate < 1.0:
+    raise ValueError(f"weight drop: expected a rate in [0, 1), got {rate}")
+  if rate == 0.0:
+    return params
+  flat = traverse_util.flatten_dict(params)
+  dropped, count = {}, 0
+  for path, value in flat.items():
+    if path[-1] == name:
+      keep = jax.random.bernoulli(jax.random.fold_in(key, count), 1.0 - rate, value.shape)
+      value = jnp.where(keep, value / (1.0 - rate), 0.0).astype(value.dtype)
+      count += 1
+    dropped[path] = value
+  if not count:
+    raise ValueError(f"weight drop: no parameter called {name!r} in the model")
+  return traverse_util.unflatten_dict(dropped)
+
+
 def classifier_train_step(model: Classifier, optimizer: optax.GradientTransformation,
-                          adversarial: float = 0.0) -> Callable:
+                          adversarial: float = 0.0, weight_drop: float = 0.0) -> Callable:
   """The fine-tuning's jitted step: (params, opt_state, tokens (B, L), lengths (B,), label (B,),
   weight (B,), dropout key, lr) -> (params, opt_state, losses): 'loss', the cross-entropy averaged
   over the real rows (weight 1; a batch's filler rows weigh 0), and with `adversarial` > 0 also
   'adversarial_loss', the same at the embedded words moved by `adversarial_perturbation` of the
   loss's gradient with respect to them; the parameters then follow the gradient of the sum (the
-  same dropout masks in both passes)."""
+  same dropout masks in both passes). With `weight_drop` > 0 the LSTM's recurrent weights are
+  DropConnect-ed (`drop_connect`, its mask from fold_in(key, 1), the same in both passes); the
+  other dropouts' masks are those of a step without it."""
   embed_dim = model.config.embed_dim
 
   @jax.jit
   def step(params, opt_state, tokens, lengths, label, weight, key, lr):
     def loss_fn(params, perturbation):
+      params = drop_connect(params, jax.random.fold_in(key, 1), weight_drop)
       logits = model.apply({"params": params}, tokens, lengths, deterministic=False,
                            perturbation=perturbation, rngs={"dropout": key})
       losses = optax.softmax_cross_entropy_with_integer_labels(logits, label)
@@ -680,6 +717,12 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
   if not config.adversarial >= 0:
     raise ValueError(f"adversarial: expected a perturbation norm >= 0 (0: none), "
                      f"got {config.adversarial}")
+  if config.adversarial and not 1 <= config.adversarial_from <= config.epochs:
+    raise ValueError(f"adversarial_from: expected an epoch from 1 to {config.epochs} (the "
+                     f"epochs), got {config.adversarial_from}")
+  if not 0.0 <= config.weight_drop < 1.0:
+    raise ValueError(f"weight_drop: expected a share of the recurrent weights in [0, 1), "
+                     f"got {config.weight_drop}")
   model = Classifier(reviews.vocab_size, model_config, config.dropout)
   train = _classifier_batcher(reviews.ids["train"], reviews.labels["train"], config, config.head)
   scored = {split: _classifier_batcher(reviews.ids[split], reviews.labels[split], config,
@@ -705,7 +748,10 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
   optimizer = optimizer_for(config.clip)
   opt_state = optimizer.init(params)
 
-  step = classifier_train_step(model, optimizer, config.adversarial)
+  plain_step = classifier_train_step(model, optimizer, 0.0, config.weight_drop)
+  adversarial_step = (classifier_train_step(model, optimizer, config.adversarial,
+                                            config.weight_drop)
+                      if config.adversarial else plain_step)
 
   @jax.jit
   def log_odds(params, tokens, lengths):
@@ -735,6 +781,7 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
   batches = train.train_batches(config.seed)
   for epoch in range(config.epochs):
     losses = []  # per step {'loss': (), and with adversarial 'adversarial_loss': ()}
+    step = adversarial_step if epoch + 1 >= config.adversarial_from else plain_step
     for _ in range(per_epoch):
       batch = next(batches)
       dropout_key, key = jax.random.split(dropout_key)
@@ -749,12 +796,12 @@ def finetune(reviews: Reviews, model_config: ModelConfig, config: FinetuneConfig
     dev, dev_views = score(params, "dev")
     dev_accuracy = float(np.mean((dev > 0) == (reviews.labels["dev"] == 1)))
     epochs.append({"epoch": epoch + 1, "train_loss": means["loss"],
-                   **({"adversarial_loss": means["adversarial_loss"]} if config.adversarial
-                      else {}),
+                   **({"adversarial_loss": means["adversarial_loss"]}
+                      if "adversarial_loss" in means else {}),
                    "dev_accuracy": dev_accuracy,
                    "seconds": round(time.perf_counter() - started, 1)})
-    adversarial = (f" (adversarial {means['adversarial_loss']:.4f})" if config.adversarial
-                   else "")
+    adversarial = (f" (adversarial {means['adversarial_loss']:.4f})"
+                   if "adversarial_loss" in means else "")
     log(f"fine-tuning epoch {epoch + 1}: train loss {means['loss']:.4f}{adversarial}  dev "
         f"{dev_accuracy:.4f}  {epochs[-1]['seconds']:.0f} s")
     if dev_accuracy > best:  # the first of the best
@@ -866,6 +913,12 @@ def _parser() -> argparse.ArgumentParser:
                  help="adversarial training (Miyato et al. 2017): add the loss at each review's "
                       "embedded words moved by L2 norm EPS along the loss's gradient; twice a "
                       "step's work (default: 0, none)")
+  f.add_argument("--adversarial-from", type=int, default=d.adversarial_from, metavar="EPOCH",
+                 help="with --adversarial, train plainly before this epoch (from 1) and "
+                      "adversarially from it (default: 1, every epoch)")
+  f.add_argument("--weight-drop", type=float, default=d.weight_drop, metavar="P",
+                 help="DropConnect on the LSTM's recurrent weights while fine-tuning (AWD-LSTM's "
+                      "weight drop): each step drops this share of W_hh's entries (default: 0)")
   return parser
 
 
@@ -931,7 +984,9 @@ def _run(args: argparse.Namespace, command: str) -> int:
       break
     config = FinetuneConfig(args.epochs, args.batch_size, args.max_len, tuple(args.widths),
                             dropout=args.dropout, lr=args.lr, seed=seed, head=args.head,
-                            also_first=args.also_first, adversarial=args.adversarial)
+                            also_first=args.also_first, adversarial=args.adversarial,
+                            adversarial_from=args.adversarial_from,
+                            weight_drop=args.weight_drop)
     record, log_odds = finetune(reviews, model_config, config, trunk, _log)
     record["command"] = command
     if pretrained is not None:

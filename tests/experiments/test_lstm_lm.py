@@ -1006,23 +1006,35 @@ def test_a_perturbation_moves_the_embedded_words_and_none_past_a_reviews_end():
   np.testing.assert_allclose(moved[1], want, rtol=1e-5, atol=1e-5)
 
 
-def test_the_adversarial_step_follows_the_clean_and_the_perturbed_losses_gradients():
-  """One step against its definition: the clean loss, the perturbation from the gradient at the
-  embedded words (zero past each review's end and on the filler row), the loss there (higher),
-  and Adam's update of the two losses' summed gradients."""
+def _a_step_case(batch_seed: int, params_seed: int, key_seed: int):
+  """A tiny classifier (V 23, De 5, H 7, dropout 0.3), `_a_batch`, jiggled parameters, Adam with
+  its state, a dropout key, and loss_at(params, perturbation=None): the step's loss with that key's
+  dropout masks, averaged over the real rows."""
   v, config = 23, ModelConfig(embed_dim=5, hidden_size=7)
   model = Classifier(v, config, dropout=0.3)
-  tokens, lengths, label, weight = _a_batch(v, np.random.default_rng(5))
-  params = _jiggled(model.init(jax.random.PRNGKey(1), tokens, lengths)["params"], seed=6)
+  tokens, lengths, label, weight = _a_batch(v, np.random.default_rng(batch_seed))
+  params = _jiggled(model.init(jax.random.PRNGKey(1), tokens, lengths)["params"],
+                    seed=params_seed)
   optimizer = lstm_lm.optimizer_for(1.0)
-  opt_state = optimizer.init(params)
-  key, lr, epsilon = jax.random.PRNGKey(9), 0.01, 0.5
+  key = jax.random.PRNGKey(key_seed)
 
-  def loss_at(params, perturbation):
+  def loss_at(params, perturbation=None):
     logits = model.apply({"params": params}, tokens, lengths, deterministic=False,
                          perturbation=perturbation, rngs={"dropout": key})
     losses = optax.softmax_cross_entropy_with_integer_labels(logits, label)
     return jnp.sum(losses * weight) / jnp.sum(weight)
+
+  return (model, (tokens, lengths, label, weight), params, optimizer, optimizer.init(params), key,
+          loss_at)
+
+
+def test_the_adversarial_step_follows_the_clean_and_the_perturbed_losses_gradients():
+  """One step against its definition: the clean loss, the perturbation from the gradient at the
+  embedded words (zero past each review's end and on the filler row), the loss there (higher),
+  and Adam's update of the two losses' summed gradients."""
+  model, batch, params, optimizer, opt_state, key, loss_at = _a_step_case(5, 6, 9)
+  tokens, lengths, label, weight = batch
+  lr, epsilon = 0.01, 0.5
 
   zeros = jnp.zeros((3, 9, 5))
   towards = np.asarray(jax.grad(loss_at, argnums=1)(params, zeros), np.float64)  # (3, 9, 5)
@@ -1064,9 +1076,115 @@ def test_fine_tuning_adversarially_records_both_losses(sample, tmp_path, capsys)
   for row in record["epochs"]:
     assert row["adversarial_loss"] > row["train_loss"] > 0
   assert "(adversarial " in capsys.readouterr().err
+
+
+# ---- weight drop (DropConnect on the recurrent weights)
+
+
+def test_drop_connect_drops_a_share_of_each_recurrent_kernel_and_scales_the_rest():
+  v, config = 23, ModelConfig(embed_dim=5, hidden_size=31, num_layers=2)
+  model = Classifier(v, config)
+  tokens, lengths, _, _ = _a_batch(v, np.random.default_rng(7))
+  params = model.init(jax.random.PRNGKey(2), tokens, lengths)["params"]
+  key, rate = jax.random.PRNGKey(11), 0.3
+  dropped = lstm_lm.drop_connect(params, key, rate)
+  masks = []
+  for layer in ("layers_0", "layers_1"):
+    before = np.asarray(params["trunk"]["lstm"][layer]["hidden_kernel"])  # (1, 31, 124)
+    after = np.asarray(dropped["trunk"]["lstm"][layer]["hidden_kernel"])
+    kept = after != 0
+    assert abs(1.0 - kept.mean() - rate) < 0.03  # 3,844 entries
+    np.testing.assert_allclose(after[kept], before[kept] / (1.0 - rate), rtol=1e-6)
+    masks.append(kept)
+  assert (masks[0] != masks[1]).mean() > 0.2  # each kernel its own mask
+  flat, flat_dropped = (lstm_lm.traverse_util.flatten_dict(p) for p in (params, dropped))
+  for path, value in flat.items():
+    if path[-1] != "hidden_kernel":
+      assert flat_dropped[path] is value
+  again = lstm_lm.drop_connect(params, key, rate)
+  other = lstm_lm.drop_connect(params, jax.random.PRNGKey(12), rate)
+  hidden = lambda p: np.asarray(p["trunk"]["lstm"]["layers_0"]["hidden_kernel"])
+  np.testing.assert_array_equal(hidden(again), hidden(dropped))
+  assert (hidden(other) != hidden(dropped)).any()
+  assert lstm_lm.drop_connect(params, key, 0.0) is params
+  for bad in (1.0, -0.1):
+    with pytest.raises(ValueError, match=r"weight drop: expected a rate in \[0, 1\)"):
+      lstm_lm.drop_connect(params, key, bad)
+  with pytest.raises(ValueError, match="no parameter called 'kernel_hh'"):
+    lstm_lm.drop_connect(params, key, rate, name="kernel_hh")
+
+
+def test_the_weight_dropped_step_follows_the_loss_at_the_dropped_weights():
+  """One step with weight drop against its definition: the loss at W_hh * m / (1 - p) (the mask
+  from fold_in(key, 1)), its gradient with respect to W_hh masked and scaled by the chain rule,
+  every other gradient as at the dropped weights; and at p = 0 the plain step to the bit."""
+  model, batch, params, optimizer, opt_state, key, loss_at = _a_step_case(8, 9, 4)
+  tokens, lengths, label, weight = batch
+  lr, rate = 0.01, 0.4
+
+  dropped = lstm_lm.drop_connect(params, jax.random.fold_in(key, 1), rate)
+  kernel = np.asarray(dropped["trunk"]["lstm"]["layers_0"]["hidden_kernel"])
+  grads = jax.grad(loss_at)(dropped)
+  scale = (kernel != 0) / np.float32(1.0 - rate)  # d (W m / (1 - p)) / d W, entry by entry
+  grads["trunk"]["lstm"]["layers_0"]["hidden_kernel"] = (
+      grads["trunk"]["lstm"]["layers_0"]["hidden_kernel"] * scale)
+  updates, _ = optimizer.update(grads, opt_state, params)
+  want = jax.tree_util.tree_map(lambda p, u: p - lr * u, params, updates)
+
+  step = lstm_lm.classifier_train_step(model, optimizer, weight_drop=rate)
+  got, _, losses = step(params, opt_state, tokens, lengths, label, weight, key, lr)
+  np.testing.assert_allclose(losses["loss"], loss_at(dropped), rtol=1e-6)
+  assert abs(float(losses["loss"]) - float(loss_at(params))) > 1e-4
+  jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),
+                         got, want)
+  plain = lstm_lm.classifier_train_step(model, optimizer)
+  undropped = lstm_lm.classifier_train_step(model, optimizer, weight_drop=0.0)
+  for a, b in zip(jax.tree_util.tree_leaves(plain(params, opt_state, tokens, lengths, label,
+                                                  weight, key, lr)),
+                  jax.tree_util.tree_leaves(undropped(params, opt_state, tokens, lengths, label,
+                                                      weight, key, lr))):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_fine_tuning_with_weight_drop_records_it(sample, tmp_path):
+  out = tmp_path / "wd"
+  assert lstm_lm.main(["finetune", "--reviews", sample[2], "--out", str(out), *TINY_FLAGS,
+                       "--epochs", "1", "--max-len", "32", "--widths", "16", "32",
+                       "--weight-drop", "0.25"]) == 0
+  with open(out / "classifier-seed0.json") as f:
+    record = json.load(f)
+  assert record["finetuning"]["weight_drop"] == 0.25
+  assert record["epochs"][0]["train_loss"] > 0
+
+
+def test_adversarial_from_trains_the_epochs_before_it_plainly(sample, tmp_path, capsys):
+  out = tmp_path / "late"
+  assert lstm_lm.main(["finetune", "--reviews", sample[2], "--out", str(out), *TINY_FLAGS,
+                       "--epochs", "3", "--max-len", "32", "--widths", "16", "32",
+                       "--adversarial", "0.5", "--adversarial-from", "3"]) == 0
+  with open(out / "classifier-seed0.json") as f:
+    record = json.load(f)
+  assert record["finetuning"]["adversarial_from"] == 3
+  assert ["adversarial_loss" in row for row in record["epochs"]] == [False, False, True]
+  assert record["epochs"][2]["adversarial_loss"] > record["epochs"][2]["train_loss"] > 0
+  assert capsys.readouterr().err.count("(adversarial ") == 1
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--adversarial", "-1"], "adversarial: expected a perturbation norm >= 0 (0: none), got -1.0"),
+    (["--adversarial", "0.5", "--adversarial-from", "0"],
+     "adversarial_from: expected an epoch from 1 to 3 (the epochs), got 0"),
+    (["--adversarial", "0.5", "--adversarial-from", "4"],
+     "adversarial_from: expected an epoch from 1 to 3 (the epochs), got 4"),
+    (["--weight-drop", "1"],
+     "weight_drop: expected a share of the recurrent weights in [0, 1), got 1.0"),
+    (["--weight-drop", "-0.5"],
+     "weight_drop: expected a share of the recurrent weights in [0, 1), got -0.5"),
+])
+def test_fine_tuning_names_a_bad_regularizer_setting_and_exits_2(sample, tmp_path, capsys, flags,
+                                                                  message):
   with pytest.raises(SystemExit) as exit_info:
     lstm_lm.main(["finetune", "--reviews", sample[2], "--out", str(tmp_path / "x"), *TINY_FLAGS,
-                  "--adversarial", "-1"])
+                  "--epochs", "3", *flags])
   assert exit_info.value.code == 2
-  assert "adversarial: expected a perturbation norm >= 0 (0: none), got -1.0" in (
-      capsys.readouterr().err)
+  assert message in capsys.readouterr().err
