@@ -556,8 +556,8 @@ def load_member(path: str) -> dict[str, np.ndarray]:
 def read_member(path: str, index: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]
                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
   """A model trained elsewhere, from its .npz of dev's and test's log-odds (lstm_lm.save_member,
-  for a classifier or --save-members): (a record: the file, its accuracies and what its own record says of it;
-  split -> float64 (N,) log-odds in the run's order). Its reviews must be the run's dev and test
+  for a classifier or --save-members): (a record: the file, its accuracies and what its own
+  record says of it; split -> float64 (N,) log-odds in the run's order). Its reviews must be the run's dev and test
   reviews, by IMDB's record `index` (split -> (N,)) and `labels`; a ValueError names the file and
   what differs."""
   arrays = load_member(path)
