@@ -1,6 +1,6 @@
 """Command line: download and prepare the raw datasets and show what is prepared.
 
-    python -m pipelines download imdb|fra_eng|couplet|question_pairs|all [--to DIR]
+    python -m pipelines download imdb|fra_eng|couplet|question_pairs|lcqmc|all [--to DIR]
                                 [--data-dir DIR] [--no-verify] [--no-prepare]
     python -m pipelines prepare imdb|fra_eng|couplet|question_pairs|all [--source PATH]
                                 [--data-dir DIR] [--download] [--no-verify] [--overwrite]
@@ -13,9 +13,10 @@ archive when it is not in <data-dir>/downloads/manual/. The data dir defaults to
 ~/.cache/attention_zoo. Split counts and every skipped or dropped record count are printed.
 
 `download` fetches each canonical archive (pipelines/download.py) into DIR/<dataset folder>/
-(default DIR: data), resuming a cut download, checks its size and sha256, and prepares it, so that
-`python -m experiments train ... --data-dir DIR` reads it. Results go to standard output, notes
-and progress to standard error. Exit status: 0 done, 1 a download, check or build failed, 2 bad
+(default DIR: data), resuming a cut download, checks its size and digest, and prepares it, so that
+`python -m experiments train ... --data-dir DIR` reads it (lcqmc, a second source of the
+question_pairs builder: `train matching --data-dir DIR/lcqmc`, or DIR when it holds no afqmc/).
+Results go to standard output, notes and progress to standard error. Exit status: 0 done, 1 a download, check or build failed, 2 bad
 arguments or input (an unknown name, a --source that does not exist or is not the dataset).
 """
 
@@ -83,20 +84,27 @@ def _progress_bar(name: str):
 def _download(args: argparse.Namespace) -> int:
   """`download`: fetch, check and prepare each named dataset; 1 at the first failure."""
   names = list(sources.CANONICAL) if args.name == "all" else [args.name]
+  prepared = {}  # builder -> the archive it was prepared from in this call
   for name in names:
     bar, update = _progress_bar(name)
     try:
       with bar:
         path, how = download.fetch(name, args.to, verify=not args.no_verify, progress=update)
       canon = sources.CANONICAL[name]
-      if not (canon.sha256 or canon.sha1):
+      if not canon.pinned:
         print(f"note: {name} has no pinned checksum; the file's sha256 is "
               f"{sources.file_digests(path)[0]}", file=sys.stderr)
       print(f"{name}: {path} ({how}, {path.stat().st_size:,} bytes)", flush=True)
-      if not args.no_prepare:
-        report = datasets.prepare(name, source=path, data_dir=args.data_dir,
+      builder = sources.builder_of(name)
+      if builder in prepared:  # one full build of a builder per data dir
+        print(f"note: {name} is not prepared: this data dir's {builder} build is "
+              f"{prepared[builder]}'s; `python -m pipelines download {name} --data-dir OTHER` "
+              "prepares it in another", file=sys.stderr)
+      elif not args.no_prepare:
+        report = datasets.prepare(builder, source=path, data_dir=args.data_dir,
                                   verify=not args.no_verify)
         print("\n".join(report.lines()), flush=True)
+        prepared[builder] = name
     except (download.DownloadError, ValueError) as exc:
       print(f"error: {exc}", file=sys.stderr)
       return 1

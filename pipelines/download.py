@@ -4,7 +4,8 @@
 
 Each dataset of `sources.CANONICAL` is fetched from its `url` with `requests` (streamed into
 `<file>.part`, so a cut download resumes where it stopped with an HTTP Range request), checked
-against the recorded sizes and digests, and only then renamed to its canonical name inside the
+against the recorded sizes and digests (sha256, or SHA-1 or MD5 where only those are published:
+LCQMC's), and only then renamed to its canonical name inside the
 dataset's sub-folder: the layout `--source DIR` / `train --data-dir DIR` already reads
 (`sources.locate_in_folder`). A file that is already there and passes the checks is not fetched
 again.
@@ -67,14 +68,14 @@ def check(name: str, path: Path, *, verify: bool = True, url: str = "") -> str:
     raise DownloadError(
         f"{where}: got {size:,} bytes, expected {' or '.join(f'{s:,}' for s in canon.sizes)} "
         "(a truncated file or another release); it was deleted: run the command again")
-  sha256, sha1 = sources.file_digests(path)
-  if verify and (canon.sha256 or canon.sha1) and (sha256 not in canon.sha256
-                                                  and sha1 not in canon.sha1):
+  digests = sources.file_digests(path)
+  if verify and canon.pinned and not canon.accepts(digests):
     raise DownloadError(
-        f"{where}: checksum mismatch (sha256 {sha256}, {size:,} bytes; expected sha256 "
-        f"{' or '.join(canon.sha256) or '-'}); it was deleted: run the command again, or pass "
-        "--no-verify to keep another release on purpose")
-  return sha256
+        f"{where}: checksum mismatch (sha256 {digests.sha256}, "
+        + (f"md5 {digests.md5}, " if canon.md5 else "")
+        + f"{size:,} bytes; expected {canon.expected()}); it was deleted: run the command again, "
+        "or pass --no-verify to keep another release on purpose")
+  return digests.sha256
 
 
 def _get(name: str, url: str, offset: int) -> requests.Response:

@@ -1,13 +1,17 @@
 """Finding, checking and reading the raw archives the dataset builders start from.
 
 A raw source is one of
-  * a canonical archive (aclImdb_v1.tar.gz, fra-eng.zip, couplet.tar.gz, afqmc_public.zip) or any
-    .tar[.gz|.bz2|.xz], .tgz or .zip holding the same layout,
+  * a canonical archive (aclImdb_v1.tar.gz, fra-eng.zip, couplet.tar.gz, afqmc_public.zip,
+    lcqmc.tar.gz) or any .tar[.gz|.bz2|.xz], .tgz or .zip holding the same layout,
   * the folder such an archive extracts to (or any folder holding that layout),
   * a single text file (fra-eng only: fra.txt itself),
   * a folder that holds the canonical archive, directly or in the dataset's sub-folder
     (`--source ../shared/data` finds imdb/aclImdb_v1.tar.gz, fra-eng/fra-eng.zip, couplet/...),
     or the extracted tree in that sub-folder (afqmc/train.json).
+
+An entry of CANONICAL is one archive; its `builder` names the dataset builder that reads it (the
+key itself by default): `lcqmc` is a second archive of the `question_pairs` builder, so a folder
+searched for question_pairs finds afqmc/ or lcqmc/ (both at once is an error naming them).
 
 When no path is given and the user asks for the full data, the file is looked for in the manual
 folder `<data_dir>/downloads/manual/` and otherwise downloaded from the canonical URL with the tfds
@@ -31,7 +35,7 @@ import urllib.parse
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,8 @@ class Canonical:
     sample: the file name of the small sample shipped in pipelines/samples/.
     sizes: the byte sizes of the accepted files (checked before their digest by
       `pipelines.download`; empty: not recorded).
+    md5: further accepted MD5 digests (where only those are published, e.g. by PaddleNLP).
+    builder: the dataset builder (pipelines.builders) that reads the archive; "" = the key.
   """
   filename: str
   url: str
@@ -71,6 +77,31 @@ class Canonical:
   sample: str = ""
   other_markers: tuple[str, ...] = ()
   sizes: tuple[int, ...] = ()
+  md5: tuple[str, ...] = ()
+  builder: str = ""
+
+  @property
+  def pinned(self) -> bool:
+    """Whether any digest is recorded for the file."""
+    return bool(self.sha256 or self.sha1 or self.md5)
+
+  def accepts(self, digests: Digests) -> bool:
+    """Whether a file's digests match one recorded digest (of any of the three kinds)."""
+    return (digests.sha256 in self.sha256 or digests.sha1 in self.sha1
+            or digests.md5 in self.md5)
+
+  def expected(self) -> str:
+    """The recorded digests, for a message: 'sha256 <hex> or md5 <hex>'."""
+    return " or ".join(f"{kind} {value}" for kind, values in
+                       (("sha256", self.sha256), ("sha1", self.sha1), ("md5", self.md5))
+                       for value in values)
+
+
+class Digests(NamedTuple):
+  """A file's hex digests, read in one pass (`file_digests`)."""
+  sha256: str
+  sha1: str
+  md5: str
 
 
 CANONICAL: dict[str, Canonical] = {
@@ -123,8 +154,23 @@ CANONICAL: dict[str, Canonical] = {
         # CLUE publishes no digest of afqmc_public.zip, and the shared copy is its extracted
         # train.json and test.json (their digests: pipelines/builders/question_pairs.py).
         sample="question_pairs_sample.zip",
-        # LCQMC and BQ: train.txt, dev.txt, test.txt of `text_a TAB text_b TAB label` lines.
-        other_markers=("train.txt",),
+        # LCQMC and BQ: train.txt, dev.txt, test.txt of `text_a TAB text_b TAB label` lines;
+        # LCQMC as PaddleHub ships it: train.tsv, dev.tsv, test.tsv with a header line.
+        other_markers=("train.txt", "train.tsv"),
+    ),
+    "lcqmc": Canonical(
+        # LCQMC (Liu et al., COLING 2018) as PaddleHub and PaddleNLP download it: lcqmc/train.tsv,
+        # dev.tsv and test.tsv, each a header line `text_a TAB text_b TAB label`, then one pair
+        # a line (238,766 / 8,802 / 12,500 pairs). Read by the question_pairs builder.
+        filename="lcqmc.tar.gz",
+        url="https://bj.bcebos.com/paddlehub-dataset/lcqmc.tar.gz",
+        subdir="lcqmc",
+        top="lcqmc",
+        marker="train.tsv",
+        # Only the archive's MD5 is published (PaddleNLP's datasets/lcqmc.py); no sha256 or
+        # byte size is recorded anywhere public, so none is pinned here.
+        md5=("62a7ba36f786a82ae59bbde0b0a9af0c",),
+        builder="question_pairs",
     ),
 }
 
@@ -156,14 +202,19 @@ def is_archive(path: Path) -> bool:
   return lower.endswith(".zip") or lower.endswith(_TAR_SUFFIXES)
 
 
-def file_digests(path: Path) -> tuple[str, str]:
-  """Returns the (sha256, sha1) hex digests of a file, read once."""
-  sha256, sha1 = hashlib.sha256(), hashlib.sha1()
+def builder_of(name: str) -> str:
+  """The dataset builder that reads the archive CANONICAL[name]."""
+  return CANONICAL[name].builder or name
+
+
+def file_digests(path: Path) -> Digests:
+  """Returns the (sha256, sha1, md5) hex digests of a file, read once."""
+  hashes = hashlib.sha256(), hashlib.sha1(), hashlib.md5()
   with open(path, "rb") as f:
     while chunk := f.read(1 << 20):
-      sha256.update(chunk)
-      sha1.update(chunk)
-  return sha256.hexdigest(), sha1.hexdigest()
+      for h in hashes:
+        h.update(chunk)
+  return Digests(*(h.hexdigest() for h in hashes))
 
 
 def verify_checksum(path: Path, name: str) -> str:
@@ -179,18 +230,18 @@ def verify_checksum(path: Path, name: str) -> str:
     SourceError: the digest is not one of the pinned ones (a truncated or altered download).
   """
   canon = CANONICAL[name]
-  sha256, sha1 = file_digests(path)
-  if not canon.sha256 and not canon.sha1:
-    log.warning("%s: no digest is pinned for %s; its sha256 is %s", path, canon.filename, sha256)
-    return sha256
-  if sha256 not in canon.sha256 and sha1 not in canon.sha1:
+  digests = file_digests(path)
+  if not canon.pinned:
+    log.warning("%s: no digest is pinned for %s; its sha256 is %s", path, canon.filename,
+                digests.sha256)
+    return digests.sha256
+  if not canon.accepts(digests):
     raise SourceError(
-        f"{path}: checksum mismatch for {canon.filename} (sha256 {sha256}, {path.stat().st_size} "
-        f"bytes); expected sha256 in {list(canon.sha256)}"
-        + (f" or sha1 in {list(canon.sha1)}" if canon.sha1 else "")
-        + ". The file is probably truncated or corrupt: download it again from "
-        f"{canon.url}. To use a different release on purpose, pass verify=False (--no-verify).")
-  return sha256
+        f"{path}: checksum mismatch for {canon.filename} (sha256 {digests.sha256}, "
+        f"{path.stat().st_size} bytes); expected {canon.expected()}. The file is probably "
+        f"truncated or corrupt: download it again from {canon.url}. To use a different release "
+        "on purpose, pass verify=False (--no-verify).")
+  return digests.sha256
 
 
 def _missing_message(name: str, data_dir: Path) -> str:
@@ -201,9 +252,8 @@ def _missing_message(name: str, data_dir: Path) -> str:
           f"{manual_dir(data_dir) / canon.filename}")
 
 
-def locate_in_folder(name: str, folder: Path) -> Path | None:
-  """The extracted tree or the canonical archive of dataset `name` inside `folder`, or None."""
-  canon = CANONICAL[name]
+def _locate_archive(canon: Canonical, folder: Path) -> Path | None:
+  """The extracted tree or the archive `canon` describes inside `folder`, or None."""
   for tree in (folder, folder / canon.top):
     if any((tree / marker).exists() for marker in (canon.marker, *canon.other_markers)):
       return tree
@@ -211,6 +261,26 @@ def locate_in_folder(name: str, folder: Path) -> Path | None:
     if archive.is_file():
       return archive
   return None
+
+
+def locate_in_folder(name: str, folder: Path) -> Path | None:
+  """The extracted tree or the canonical archive of dataset `name` inside `folder`, or None.
+
+  `name` is a builder's name: every archive of CANONICAL that builder reads is looked for (for
+  question_pairs, AFQMC's and LCQMC's).
+
+  Raises:
+    SourceError: `folder` holds the data of more than one of those archives (naming them).
+  """
+  found = {}
+  for key, canon in CANONICAL.items():
+    if builder_of(key) == name and (path := _locate_archive(canon, folder)) is not None:
+      found.setdefault(path, key)
+  if len(found) > 1:
+    raise SourceError(f"{folder} holds the data of {len(found)} {name} datasets ("
+                      + ", ".join(f"{key}: {path}" for path, key in found.items())
+                      + "); name one of them as the source (--data-dir PATH)")
+  return next(iter(found), None)
 
 
 def existing_source(name: str, source: str | os.PathLike, *, data_dir: str | os.PathLike
@@ -233,7 +303,8 @@ def resolve(name: str, source: str | os.PathLike | None, *, data_dir: str | os.P
   """Finds the raw data of dataset `name` for a full-size build.
 
   Args:
-    name: a key of CANONICAL ('imdb', 'fra_eng', 'couplet', 'question_pairs').
+    name: a builder's name ('imdb', 'fra_eng', 'couplet', 'question_pairs'); a file with the
+      canonical name of any archive it reads (afqmc_public.zip, lcqmc.tar.gz) is verified.
     source: a user-given path (archive, extracted folder, fra.txt, or a folder holding the
       canonical archive), or None.
     data_dir: the data folder; its `downloads/manual/` is searched when `source` is None.
@@ -268,8 +339,10 @@ def resolve(name: str, source: str | os.PathLike | None, *, data_dir: str | os.P
                           ", or ask for the canonical download (download=True, --download)")
       path = _download(name, data_dir, verify=verify, fetch=fetch)
       return path
-  if verify and path.is_file() and path.name == canon.filename:
-    verify_checksum(path, name)
+  if verify and path.is_file():
+    for key, other in CANONICAL.items():  # the archives this builder reads, by file name
+      if builder_of(key) == name and path.name == other.filename:
+        verify_checksum(path, key)
   return path
 
 
@@ -294,13 +367,14 @@ def _download(name: str, data_dir: Path, *, verify: bool,
   except Exception as exc:  # network and HTTP errors of any kind
     raise SourceError(f"downloading {canon.url} failed ({exc}). "
                       + _missing_message(name, data_dir)) from exc
-  sha256, sha1 = file_digests(path)
-  if canon.sha256 or canon.sha1:
-    if verify and sha256 not in canon.sha256 and sha1 not in canon.sha1:
+  digests = file_digests(path)
+  if canon.pinned:
+    if verify and not canon.accepts(digests):
       raise SourceError(f"{path} (downloaded from {canon.url}): checksum mismatch (sha256 "
-                        f"{sha256}); delete it and retry, or pass verify=False")
+                        f"{digests.sha256}); delete it and retry, or pass verify=False")
   else:
-    log.warning("%s has no pinned checksum; downloaded file sha256 %s", canon.url, sha256)
+    log.warning("%s has no pinned checksum; downloaded file sha256 %s", canon.url,
+                digests.sha256)
   return path
 
 

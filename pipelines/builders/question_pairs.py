@@ -6,17 +6,22 @@ of two layouts:
     "sentence2": ..., "label": "0" or "1"}; test.json's lines carry "id" and no label (CLUE's
     unlabelled test set). ../shared/data/afqmc holds train.json and test.json (dev.json withheld).
   * LCQMC (also BQ): train.txt, dev.txt, test.txt; lines `text_a TAB text_b TAB label`.
-  A source with both train.json and train.txt is refused (two datasets in one place).
+  * LCQMC as PaddleHub's lcqmc.tar.gz holds it (sources.CANONICAL['lcqmc']): lcqmc/train.tsv,
+    dev.tsv, test.tsv, the same lines after a header line that must read `text_a TAB text_b TAB
+    label`.
+  A source with more than one of train.json, train.txt and train.tsv is refused (two datasets in
+  one place).
 Records: {'sentence1': str, 'sentence2': str, 'label': 1 same meaning, 0 not, -1 unlabelled,
-'id': the line number in its file (from 1), or CLUE's "id" in test.json}. Sentences are kept
+'id': the line number in its file (from 1; a .tsv's first pair is line 2), or CLUE's "id" in
+test.json}. Sentences are kept
 exactly as stored.
 Splits:
   * CLUE: 'validation' = dev.json when there is one, else carved from train.json; 'test' is always
     carved from train.json (CLUE's test.json has no labels); 'unlabelled' = test.json's pairs
     (label -1), a split that is left out when there is no test.json (tfds cannot store an empty
     split; datasets.load then names it missing).
-  * LCQMC: train.txt, dev.txt and test.txt as given; a missing dev.txt or test.txt is carved from
-    train.txt as below.
+  * LCQMC: train, dev and test (.txt or .tsv) as given; a missing dev or test file is carved
+    from train as below.
   Carving: each pair's key is its two sentences, normalised (NFKC, case-folded, whitespace
   collapsed: _common.group_key) and sorted, so the key ignores the order of the two sentences. It
   gets a stable sha256 number u in [0, 1) (_common.unit_hash); u < v goes to validation (unless
@@ -27,8 +32,8 @@ Splits:
 Checks (each an error naming the file and line; nothing is skipped): a line that is not a JSON
 object, a missing or non-string sentence, an empty (blank) sentence, a label other than 0/1
 (string or number), a tab-separated line without exactly three fields, a test.json line without
-an integer "id", invalid UTF-8. A blank line is an error too (a file's final newline ends its last
-line; it does not make an empty one).
+an integer "id", a .tsv whose first line is not the header, invalid UTF-8. A blank line is an
+error too (a file's final newline ends its last line; it does not make an empty one).
 """
 
 from __future__ import annotations
@@ -51,7 +56,9 @@ SHARED_SHA256 = {
     "train.json": "41c0ed462fe3da60c575c4f81f4799ba8fbe51155f962adcfc19c26b2de3f012",
     "test.json": "9d2a78d43215a0d4d34230f4aaca1d2cdbad03e1f268bef9da0468e0dc9eb4e5",
 }
-_PAIR_FILE = re.compile(r"^(.*?)(train|dev|test)\.(json|txt)$")
+_PAIR_FILE = re.compile(r"^(.*?)(train|dev|test)\.(json|txt|tsv)$")
+TSV_HEADER = "text_a\ttext_b\tlabel"  # the first line of each of LCQMC's .tsv files
+_LAYOUTS = {"json": "CLUE's layout", "txt": "LCQMC's", "tsv": "PaddleHub's LCQMC"}
 _LABELS = {"0": 0, "1": 1, 0: 0, 1: 1}
 
 
@@ -96,16 +103,18 @@ class QuestionPairs(_common.ZooBuilder, skip_registration=True):
   def read_source(self, path: Path):
     files = read_files(path, lambda rel: _PAIR_FILE.match(rel) is not None)
     root = _common.single_root((_PAIR_FILE.match(rel)[1] for rel in files), path,
-                               "question pair files (train.json or train.txt)")
+                               "question pair files (train.json, train.txt or train.tsv)")
     has = {rel[len(root):] for rel in files if rel.startswith(root)}
-    if "train.json" in has and "train.txt" in has:
-      raise SourceError(f"{path}: holds both {root}train.json (CLUE's layout) and {root}train.txt "
-                        f"(LCQMC's); give the folder of one dataset")
-    clue = "train.json" in has
-    if not clue and "train.txt" not in has:
-      raise SourceError(f"{path}: no {root}train.json (CLUE's layout) or {root}train.txt "
-                        f"(LCQMC's) among {sorted(files)}")
-    ext = "json" if clue else "txt"
+    trains = [ext for ext in _LAYOUTS if f"train.{ext}" in has]
+    if len(trains) > 1:
+      raise SourceError(f"{path}: holds both " + " and ".join(
+          f"{root}train.{ext} ({_LAYOUTS[ext]})" for ext in trains)
+                        + "; give the folder of one dataset")
+    if not trains:
+      raise SourceError(f"{path}: no {root}train.json (CLUE's layout) or {root}train.txt / "
+                        f"{root}train.tsv (LCQMC's) among {sorted(files)}")
+    ext = trains[0]
+    clue = ext == "json"
     strays = sorted(name for name in has if not name.endswith(ext))
     if strays:
       raise SourceError(f"{path}: a {ext} layout with files of the other layout {strays}; give the "
@@ -115,13 +124,19 @@ class QuestionPairs(_common.ZooBuilder, skip_registration=True):
       rel = root + name
       where = f"{path}:{rel}"
       lines = split_lines(decode_utf8(files[rel], where))
+      first = 1
+      if ext == "tsv":
+        if not lines or lines[0] != TSV_HEADER:
+          raise SourceError(f"{where}:1: expected the header line {TSV_HEADER!r}, got "
+                            f"{(lines or [''])[0][:60]!r}")
+        first = 2
       parse = _json_pair if clue else _tsv_pair
       return [(number, parse(line, f"{where}:{number}", number, labelled))
-              for number, line in enumerate(lines, start=1)]
+              for number, line in enumerate(lines[first - 1:], start=first)]
 
     v = self.builder_config.validation_fraction
     t = self.builder_config.test_fraction
-    dev_file, test_file = f"dev.{ext}", "test.txt"
+    dev_file, test_file = f"dev.{ext}", f"test.{ext}"
     has_dev, has_test = dev_file in has, not clue and test_file in has
     splits: dict[str, list[tuple[Any, dict]]] = {"train": [], "validation": [], "test": []}
     for number, record in read(f"train.{ext}", True):
@@ -140,16 +155,16 @@ class QuestionPairs(_common.ZooBuilder, skip_registration=True):
     if clue and "test.json" in has:
       splits["unlabelled"] = [(f"test.json/{record['id']}", record)
                               for _, record in read("test.json", False)]
-    return splits, _common.Tally(), _rule(clue, has_dev, has_test, v, t)
+    return splits, _common.Tally(), _rule(ext, has_dev, has_test, v, t)
 
 
-def _rule(clue: bool, has_dev: bool, has_test: bool, v: float, t: float) -> str:
-  ext = "json" if clue else "txt"
+def _rule(ext: str, has_dev: bool, has_test: bool, v: float, t: float) -> str:
+  clue = ext == "json"
   carved = (f"carved from train.{ext} by sha256 unit hash u of the sorted, normalised sentence "
             f"pair: ")
   parts = []
   parts.append(f"validation = dev.{ext}" if has_dev else f"validation u < {v:g}")
-  parts.append("test = test.txt" if has_test else f"test {v:g} <= u < {v + t:g}")
+  parts.append(f"test = test.{ext}" if has_test else f"test {v:g} <= u < {v + t:g}")
   rule = carved + ", ".join(parts) + ", train otherwise"
   if clue:
     rule += "; unlabelled = test.json (label -1), absent without it"
@@ -194,7 +209,7 @@ def _json_pair(line: str, where: str, number: int, labelled: bool) -> dict:
 
 
 def _tsv_pair(line: str, where: str, number: int, labelled: bool) -> dict:
-  """A record from one `text_a TAB text_b TAB label` line (LCQMC, BQ)."""
+  """A record from one `text_a TAB text_b TAB label` line (LCQMC, BQ; .txt or .tsv)."""
   del labelled  # every LCQMC file is labelled
   fields = line.split("\t")
   if len(fields) != 3:

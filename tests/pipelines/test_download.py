@@ -9,7 +9,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import http.server
+import io
 import re
+import tarfile
 import threading
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from pipelines import datasets
 from pipelines import download
 from pipelines import sources
 from pipelines.__main__ import main
+from pipelines.tasks.matching import MatchingData
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -195,3 +198,74 @@ def test_an_unreachable_host_is_one_line(monkeypatch, capsys, tmp_path):
 def test_targets_follow_the_canonical_sub_folders():
   for name, canon in sources.CANONICAL.items():
     assert download.target_path(name, "d") == Path("d") / canon.subdir / canon.filename
+
+
+def _lcqmc_pairs(counts: dict[str, int]) -> dict[str, list[tuple[str, str, int]]]:
+  """Made-up (text_a, text_b, label) pairs, `counts[split]` of each split."""
+  chars = "喜欢打篮球的男生什么样女手机丢了想换个买新求推荐大家觉得她好看吗"
+  return {split: [("".join(chars[(i * p + k) % len(chars)] for p in (1, 3, 5, 7)) + str(i),
+                   "".join(chars[(i * p + k + 1) % len(chars)] for p in (2, 3, 11)),
+                   (i + k) % 2) for i in range(count)]
+          for k, (split, count) in enumerate(counts.items())}
+
+
+def _lcqmc_archive(pairs: dict[str, list[tuple[str, str, int]]]) -> bytes:
+  """An archive in the layout of PaddleHub's lcqmc.tar.gz: lcqmc/train.tsv, dev.tsv, test.tsv,
+  each a `text_a TAB text_b TAB label` header line, then one pair a line."""
+  buffer = io.BytesIO()
+  with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+    for split, rows in pairs.items():
+      lines = ["text_a\ttext_b\tlabel"] + [f"{a}\t{b}\t{label}" for a, b, label in rows]
+      data = ("\n".join(lines) + "\n").encode()
+      info = tarfile.TarInfo(f"lcqmc/{split}.tsv")
+      info.size = len(data)
+      tar.addfile(info, io.BytesIO(data))
+  return buffer.getvalue()
+
+
+def test_lcqmc_is_checked_by_its_md5_and_train_matching_reads_the_folder(server, monkeypatch,
+                                                                        capsys, tmp_path):
+  pairs = _lcqmc_pairs({"train": 23, "dev": 5, "test": 7})
+  body = _lcqmc_archive(pairs)
+  canon = sources.CANONICAL["lcqmc"]
+  server.files["/lcqmc.tar.gz"] = body
+  # Only an MD5 is published for lcqmc.tar.gz (no sha256, no size): this one is the sample's.
+  monkeypatch.setitem(sources.CANONICAL, "lcqmc", dataclasses.replace(
+      canon, url=f"{server.url}/lcqmc.tar.gz", md5=(hashlib.md5(body).hexdigest(),)))
+  to, prepared = tmp_path / "data", tmp_path / "prepared"
+  status, out, err = _run(["download", "lcqmc", "--to", str(to), "--data-dir", str(prepared)],
+                          capsys)
+  assert status == 0, err
+  archive = to / "lcqmc" / "lcqmc.tar.gz"
+  assert archive.read_bytes() == body
+  assert out[0] == f"lcqmc: {archive} (downloaded, {len(body):,} bytes)"
+  assert out[1] == "question_pairs (full): train 23, validation 5, test 7 (total 35)"
+  assert "validation = dev.tsv" in out[4] and "test = test.tsv" in out[4]
+  # `train matching --data-dir DATA`: MatchingData.load finds the archive and reuses the build.
+  assert sources.locate_in_folder("question_pairs", to) == archive
+  data = MatchingData.load(source=to, data_dir=prepared)
+  assert [len(data.labels(split)) for split in ("train", "dev", "test")] == [23, 5, 7]
+  for split in ("train", "dev", "test"):
+    texts_labels = zip(data.texts(split), data.labels(split).tolist())
+    assert sorted((a, b, label) for (a, b), label in texts_labels) == sorted(pairs[split])
+  # A folder holding AFQMC's data too is ambiguous: an error naming both.
+  (to / "afqmc").mkdir()
+  (to / "afqmc" / "train.json").write_text("")
+  with pytest.raises(sources.SourceError, match=r"holds the data of 2 question_pairs datasets "
+                     r"\(question_pairs: .*afqmc, lcqmc: .*lcqmc.tar.gz\); name one of them"):
+    sources.locate_in_folder("question_pairs", to)
+
+
+def test_lcqmc_with_another_md5_is_refused_and_deleted(server, monkeypatch, capsys, tmp_path):
+  body = _lcqmc_archive(_lcqmc_pairs({"train": 4}))
+  server.files["/lcqmc.tar.gz"] = body
+  monkeypatch.setitem(sources.CANONICAL, "lcqmc", dataclasses.replace(
+      sources.CANONICAL["lcqmc"], url=f"{server.url}/lcqmc.tar.gz"))
+  status, out, err = _run(["download", "lcqmc", "--to", str(tmp_path)], capsys)
+  assert (status, out) == (1, [])
+  assert err == [f"error: lcqmc: {server.url}/lcqmc.tar.gz: checksum mismatch (sha256 "
+                 f"{hashlib.sha256(body).hexdigest()}, md5 {hashlib.md5(body).hexdigest()}, "
+                 f"{len(body):,} bytes; expected md5 62a7ba36f786a82ae59bbde0b0a9af0c); it was "
+                 "deleted: run the command again, or pass --no-verify to keep another release on "
+                 "purpose"]
+  assert not any(p.is_file() for p in tmp_path.rglob("*"))

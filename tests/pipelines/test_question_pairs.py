@@ -278,3 +278,47 @@ def test_clue_archive_with_the_canonical_name_has_no_digest_to_fail(tmp_path):
   report = datasets.prepare("question_pairs", source=archive, data_dir=tmp_path / "zoo")
   assert report.splits["validation"] == 6 and report.splits["unlabelled"] == 5
   assert report.splits["train"] + report.splits["test"] == 60
+
+
+def _lcqmc_tsv(pairs) -> str:
+  """One of LCQMC's .tsv files as PaddleHub's lcqmc.tar.gz holds them: the header line first."""
+  return "text_a\ttext_b\tlabel\n" + _tsv_lines(pairs)
+
+
+def test_paddlehub_lcqmc_layout_with_its_header_lines(tmp_path):
+  parts = {"train": _pairs(41), "dev": _pairs(7, seed=1), "test": _pairs(9, seed=2)}
+  buffer = io.BytesIO()
+  with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+    for name, pairs in parts.items():
+      data = _lcqmc_tsv(pairs).encode()
+      info = tarfile.TarInfo(f"lcqmc/{name}.tsv")
+      info.size = len(data)
+      tar.addfile(info, io.BytesIO(data))
+  archive = tmp_path / "lcqmc.tar.gz"
+  archive.write_bytes(buffer.getvalue())
+  splits, rule = _read(archive)
+  assert set(splits) == {"train", "validation", "test"}
+  for split, name in (("train", "train"), ("validation", "dev"), ("test", "test")):
+    assert _triples(splits[split]) == parts[name]
+    # ids are line numbers: the header is line 1.
+    assert [r["id"] for r in splits[split]] == list(range(2, len(parts[name]) + 2))
+  assert "validation = dev.tsv" in rule and "test = test.tsv" in rule
+  without_test = _read(_folder(tmp_path / "lcqmc", {"train.tsv": _lcqmc_tsv(parts["train"]),
+                                                    "dev.tsv": _lcqmc_tsv(parts["dev"])}))[0]
+  carved = [p for p in parts["train"] if _split_of(p[0], p[1], dev=True) == "test"]
+  assert len(carved) == 3 and _triples(without_test["test"]) == carved
+
+
+@pytest.mark.parametrize("first, message", [
+    ("花呗\t借呗\t1", r"dev.tsv:1: expected the header line 'text_a\\ttext_b\\tlabel', got "
+                    r"'花呗\\t借呗\\t1'"),
+    ("text_a\ttext_b", r"dev.tsv:1: expected the header line"),
+])
+def test_a_tsv_without_its_header_line_is_an_error(tmp_path, first, message):
+  folder = _folder(tmp_path / "src", {"train.tsv": _lcqmc_tsv(_pairs(3)),
+                                      "dev.tsv": first + "\n" + _tsv_lines(_pairs(2))})
+  with pytest.raises(SourceError, match=f"{tmp_path}/src:{message}"):
+    _read(folder)
+  both = _folder(tmp_path / "both", {"train.txt": "a\tb\t1\n", "train.tsv": _lcqmc_tsv([])})
+  with pytest.raises(SourceError, match=r"holds both train.txt \(LCQMC's\) and train.tsv"):
+    _read(both)
