@@ -34,7 +34,9 @@ is a safety net.
 
 Training (`train_batches(seed)`): an endless iterator over epochs; epoch e shuffles the examples
 with numpy's generator seeded by (seed, e), groups them into buckets, forms full batches and
-shuffles their order. The last incomplete batch of an epoch is dropped (`drop_remainder=True`, at
+shuffles their order. `shuffle=False` instead cuts the examples in index order into consecutive
+batches, each padded to the smallest bucket that holds its longest example (the same batches every
+epoch; with a boundary at every width, padded to the batch's longest). The last incomplete batch of an epoch is dropped (`drop_remainder=True`, at
 most batch_size - 1 examples, a different random few each epoch; `dropped_per_epoch` says how many)
 or completed with weight-0 filler rows (`drop_remainder=False`). `get_state()` returns a JSON-able
 dict {seed, epoch, position, num_examples, batch_size}; `set_state(state)` on an iterator over the
@@ -226,9 +228,16 @@ class Batcher:
       plan.append((int(self.bucket_of[carry].max()), carry))
     return plan
 
-  def epoch_plan(self, seed: int, epoch: int,
-                 drop_remainder: bool = True) -> list[tuple[int, np.ndarray]]:
-    """The training batches of one epoch, in order: a pure function of (seed, epoch)."""
+  def epoch_plan(self, seed: int, epoch: int, drop_remainder: bool = True,
+                 shuffle: bool = True) -> list[tuple[int, np.ndarray]]:
+    """The training batches of one epoch, in order: a pure function of (seed, epoch); without
+    `shuffle`, consecutive examples in index order (the same every epoch)."""
+    if not shuffle:
+      rows = [np.arange(start, min(start + self.batch_size, self.num_examples))
+              for start in range(0, self.num_examples, self.batch_size)]
+      if drop_remainder and len(rows[-1]) < self.batch_size:
+        rows.pop()
+      return [(int(self.bucket_of[r].max()), r) for r in rows]
     rng = np.random.default_rng([int(seed), int(epoch)])
     plan = self._plan(rng.permutation(self.num_examples))
     if drop_remainder and len(plan[-1][1]) < self.batch_size:
@@ -279,9 +288,11 @@ class Batcher:
   def num_eval_batches(self) -> int:
     return -(-self.num_examples // self.batch_size)
 
-  def train_batches(self, seed: int, *, drop_remainder: bool = True) -> TrainIterator:
-    """An endless, resumable iterator over shuffled training batches (see `TrainIterator`)."""
-    return TrainIterator(self, seed, drop_remainder=drop_remainder)
+  def train_batches(self, seed: int, *, drop_remainder: bool = True,
+                    shuffle: bool = True) -> TrainIterator:
+    """An endless, resumable iterator over training batches, shuffled unless `shuffle` is False
+    (see `TrainIterator`)."""
+    return TrainIterator(self, seed, drop_remainder=drop_remainder, shuffle=shuffle)
 
 
 class TrainIterator:
@@ -292,10 +303,12 @@ class TrainIterator:
     batches_per_epoch: how many batches an epoch has.
   """
 
-  def __init__(self, batcher: Batcher, seed: int, *, drop_remainder: bool = True):
+  def __init__(self, batcher: Batcher, seed: int, *, drop_remainder: bool = True,
+               shuffle: bool = True):
     positive_int(seed, "seed", minimum=0)
     self._batcher = batcher
     self._drop_remainder = drop_remainder
+    self._shuffle = shuffle
     self.seed = int(seed)
     self.epoch = 0
     self.position = 0
@@ -308,7 +321,8 @@ class TrainIterator:
 
   def _current_plan(self) -> list[tuple[int, np.ndarray]]:
     if self._plan_epoch != self.epoch:
-      self._plan = self._batcher.epoch_plan(self.seed, self.epoch, self._drop_remainder)
+      self._plan = self._batcher.epoch_plan(self.seed, self.epoch, self._drop_remainder,
+                                            self._shuffle)
       self._plan_epoch = self.epoch
     return self._plan
 

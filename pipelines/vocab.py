@@ -22,6 +22,7 @@ The file format is JSON in UTF-8:
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import os
 from typing import Any, Iterable, Mapping, Sequence
@@ -29,6 +30,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from pipelines.checks import positive_int
+from pipelines.sources import SourceError
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
 SPECIALS = (PAD, UNK, BOS, EOS)
@@ -229,3 +231,53 @@ class Vocab(IdVocab):
       return cls(tokens[len(SPECIALS):], counts[len(SPECIALS):], data.get("metadata") or {})
     except ValueError as e:
       raise ValueError(f"vocabulary file {path} is corrupt: {e}") from None
+
+
+# BERT's special tokens, in the order of the project's specials they stand for (pad, unk, bos =
+# [CLS], eos = [SEP]).
+BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
+
+
+def read_bert_vocab(path: str | os.PathLike) -> Vocab:
+  """The vocabulary of a BERT vocab.txt (one token a line, as bert-base-chinese's 21,128 lines).
+
+  [PAD], [UNK], [CLS] and [SEP] become the project's pad, unk, bos and eos (ids 0-3); every other
+  line is a regular token, in file order, so len(vocab) is the file's number of lines. The ids of
+  regular tokens are therefore not BERT's (id 4 is the file's first other token): the same
+  tokens, for a model trained from scratch, not for BERT's pretrained weights.
+
+  Raises:
+    SourceError (a ValueError): naming the file: it cannot be read, is not UTF-8, has an empty or repeated line,
+      or lacks one of the four special tokens.
+  """
+  path = os.fspath(path)
+  try:
+    with open(path, "rb") as f:
+      data = f.read()
+  except OSError as e:
+    raise SourceError(f"vocab_file {path} cannot be read ({e.strerror or e})") from None
+  try:
+    text = data.decode("utf-8").removeprefix("\ufeff")
+  except UnicodeDecodeError as e:
+    raise SourceError(f"vocab_file {path}: not UTF-8 (byte offset {e.start})") from None
+  lines = text.split("\n")
+  if lines and lines[-1] == "":
+    lines.pop()
+  lines = [line.removesuffix("\r") for line in lines]
+  seen = {}
+  for number, token in enumerate(lines, start=1):
+    if not token.strip():
+      raise SourceError(f"vocab_file {path}:{number}: an empty line (one token a line)")
+    if token in seen:
+      raise SourceError(f"vocab_file {path}:{number}: {token!r} repeats line {seen[token]}")
+    seen[token] = number
+  missing = [token for token in BERT_SPECIALS if token not in seen]
+  if missing:
+    raise SourceError(f"vocab_file {path}: no {', '.join(missing)} line; a BERT vocab.txt has "
+                     f"{', '.join(BERT_SPECIALS)}")
+  tokens = [token for token in lines if token not in BERT_SPECIALS]
+  clash = [token for token in tokens if token in SPECIALS]
+  if clash:
+    raise SourceError(f"vocab_file {path}: holds the project's special token {clash[0]!r}")
+  return Vocab(tokens, metadata={"bert_vocab_file": os.path.basename(path), "lines": len(lines),
+                                 "sha256": hashlib.sha256(data).hexdigest()})

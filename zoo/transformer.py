@@ -87,6 +87,8 @@ class _Sublayers(nn.Module):
     dropout_rate: dropout on each sublayer's output before the residual sum, and after the FFN's
       activation.
     attention_dropout_rate: dropout on the attention weights; None means dropout_rate.
+    activation_dropout_rate: dropout after the FFN's activation (Paddle's act_dropout); None
+      means dropout_rate.
     normalize_before: pre-norm (True) or post-norm (False, the original Transformer).
     activation: the FFN's nonlinearity.
     qkv_features: H * Dh of every attention; default D.
@@ -101,6 +103,7 @@ class _Sublayers(nn.Module):
   ffn_hidden: int
   dropout_rate: float = 0.1
   attention_dropout_rate: float | None = None
+  activation_dropout_rate: float | None = None
   normalize_before: bool = False
   activation: Callable[[jax.Array], jax.Array] = nn.relu
   qkv_features: int | None = None
@@ -152,7 +155,9 @@ class _Sublayers(nn.Module):
     return out
 
   def _ffn(self, x: jax.Array, deterministic: bool) -> jax.Array:
-    ffn = PositionwiseFFN(self.ffn_hidden, dropout_rate=self.dropout_rate,
+    rate = (self.dropout_rate if self.activation_dropout_rate is None
+            else self.activation_dropout_rate)
+    ffn = PositionwiseFFN(self.ffn_hidden, dropout_rate=rate,
                           activation=self.activation, dtype=self.dtype,
                           param_dtype=self.param_dtype, name="ffn")
     return ffn(x, deterministic=deterministic)

@@ -125,7 +125,8 @@ class PairTransformer(nn.Module):
 
   x_t = LayerNorm(E[token_t] + P[t] + S[segment_t]) with learned position and segment tables
   (BERT's embedding), dropout; zoo.TransformerEncoder with the key padding mask of pair_len;
-  h = tanh(W_p x_[CLS] + b_p) (BERT's pooler), dropout, dense to the logits.
+  h = tanh(W_p x_[CLS] + b_p) (BERT's pooler; without `pooler`, h = x_[CLS] as the nndl chapter
+  has it), dropout, dense to the logits.
 
   The weights of every layer come from what the encoder sows into 'intermediates', so apply the
   model with `mutable=['intermediates']` (MatchingTask.forward does); any other apply raises.
@@ -141,8 +142,11 @@ class PairTransformer(nn.Module):
     ffn_hidden: the inner width of each block's feed-forward network.
     dropout_rate: dropout on the embeddings, inside the blocks and on the pooled vector.
     attention_dropout_rate: dropout on the attention weights (None: dropout_rate).
+    activation_dropout_rate: dropout after the FFN's activation (None: dropout_rate).
     max_len: positions the learned table holds (>= the longest packed pair).
     normalize_before: pre-norm blocks (True) or the original post-norm (False).
+    pooler: the tanh pooler over the [CLS] vector (True), or the [CLS] vector itself (False).
+    head_dropout_rate: dropout on the classifier's input (None: dropout_rate).
     dtype, param_dtype: computation and storage dtypes.
   """
   vocab_size: int
@@ -152,8 +156,11 @@ class PairTransformer(nn.Module):
   ffn_hidden: int = 256
   dropout_rate: float = 0.1
   attention_dropout_rate: float | None = None
+  activation_dropout_rate: float | None = None
   max_len: int = 128
   normalize_before: bool = True
+  pooler: bool = True
+  head_dropout_rate: float | None = None
   dtype: Dtype = jnp.float32
   param_dtype: Dtype = jnp.float32
 
@@ -181,6 +188,7 @@ class PairTransformer(nn.Module):
     encoder = zoo.TransformerEncoder(
         self.num_layers, num_heads=self.num_heads, ffn_hidden=self.ffn_hidden,
         dropout_rate=self.dropout_rate, attention_dropout_rate=self.attention_dropout_rate,
+        activation_dropout_rate=self.activation_dropout_rate,
         normalize_before=self.normalize_before, dtype=self.dtype, param_dtype=self.param_dtype,
         name="encoder")
     encoded = encoder(x, mask=zoo.key_padding_mask(pair_len, steps),
@@ -192,9 +200,12 @@ class PairTransformer(nn.Module):
                             name="mlm_norm")(hidden)
       bias = self.param("mlm_bias", nn.initializers.zeros, (self.vocab_size,), self.param_dtype)
       return (embed.attend(hidden) + bias).astype(jnp.float32)  # (B, Lp, V)
-    pooled = jnp.tanh(nn.Dense(self.embed_dim, dtype=self.dtype, param_dtype=self.param_dtype,
-                               name="pooler")(zoo.cls_pool(encoded)))  # (B, D)
-    logits = _Classifier(self.dropout_rate, self.dtype, self.param_dtype, name="head")(
+    pooled = zoo.cls_pool(encoded)  # (B, D)
+    if self.pooler:
+      pooled = jnp.tanh(nn.Dense(self.embed_dim, dtype=self.dtype, param_dtype=self.param_dtype,
+                                 name="pooler")(pooled))
+    head_rate = self.dropout_rate if self.head_dropout_rate is None else self.head_dropout_rate
+    logits = _Classifier(head_rate, self.dtype, self.param_dtype, name="head")(
         pooled, deterministic=deterministic)
     if self.is_initializing():
       shape = (size, self.num_layers, self.num_heads, steps, steps)

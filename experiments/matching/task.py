@@ -168,6 +168,13 @@ class MatchingTask(Task):
                                             max_len=2 * self.config.data.max_len + 3)
     return self._model
 
+  def train_batches(self):
+    """Shuffled, length-bucketed training batches; in the data's order where the data config
+    has `shuffle` False (configs.NNDLDataConfig; the other runs' configs have no such field)."""
+    tc = self.config.train
+    return self.data.train_batches(tc.batch_size, tc.seed,
+                                   shuffle=getattr(self.config.data, "shuffle", True))
+
   def init(self, rng: jax.Array, batch) -> Any:
     params = self.model.init({"params": rng}, _inputs(batch))["params"]
     init_from = getattr(self.config.model, "init_from", None)

@@ -240,12 +240,13 @@ class TaskData:
                    process_index=process_index, process_count=process_count)
 
   def train_batches(self, batch_size: int, seed: int, *, drop_remainder: bool = True,
-                    process_index: int | None = None,
+                    shuffle: bool = True, process_index: int | None = None,
                     process_count: int | None = None) -> TrainIterator:
-    """Endless shuffled training batches; `get_state()` / `set_state()` resume exactly."""
+    """Endless training batches, shuffled unless `shuffle` is False (then in order, see
+    pipelines.batching); `get_state()` / `set_state()` resume exactly."""
     return self.batcher("train", batch_size, process_index=process_index,
                         process_count=process_count).train_batches(
-                            seed, drop_remainder=drop_remainder)
+                            seed, drop_remainder=drop_remainder, shuffle=shuffle)
 
   def eval_batches(self, split: str, batch_size: int, *, process_index: int | None = None,
                    process_count: int | None = None) -> Iterator[Batch]:

@@ -16,6 +16,8 @@ so a pair is m + n + 3 ids long, at most 2 * max_len + 3. 'pair' and 'segments' 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import os
 from typing import Any, Iterator, Literal, Mapping, Sequence
 
@@ -29,7 +31,7 @@ from pipelines.sources import SourceError, decode_utf8, split_lines
 from pipelines.tasks.common import (SPLITS, Records, Split, TaskData, check_boundaries,
                                     encode_truncated, load_or_build_vocab, quarter_boundaries,
                                     read_records)
-from pipelines.vocab import BOS_ID, EOS_ID
+from pipelines.vocab import BOS_ID, EOS_ID, read_bert_vocab
 
 CLS_ID, SEP_ID = BOS_ID, EOS_ID
 CHARS_VOCAB_FILE = "question_pairs_chars_vocab.json"
@@ -56,6 +58,12 @@ class MatchingOptions:
     pair_order: 'as_given', or 'both': the training split also holds every pair swapped (sentence2
       first) with the same label, as data augmentation (the examples after the given ones); dev
       and test stay as given. The vocabulary is counted over the pairs as given either way.
+    vocab_file: a BERT vocab.txt (bert-base-chinese's: 21,128 tokens, one a line) whose tokens
+      are the vocabulary instead of the training split's characters ('chars' only; min_freq and
+      max_size are then unused; pipelines.vocab.read_bert_vocab). Each token of the 'chars'
+      tokenizer is looked up whole: a Chinese character is one token, and a non-Chinese word
+      that is not a line of the file (no lowercasing, no WordPiece split) is unknown. None: the
+      vocabulary is built from the training split.
   """
   max_len: int = 48
   boundaries: tuple[int, ...] | None = None
@@ -64,9 +72,17 @@ class MatchingOptions:
   max_size: int | None = None
   subword_vocab_size: int = 4000
   pair_order: Literal["as_given", "both"] = "as_given"
+  vocab_file: str | None = None
 
   def __post_init__(self):
     positive_int(self.max_len, "max_len")
+    if self.vocab_file is not None:
+      if self.tokenizer != "chars":
+        raise ValueError(f"vocab_file: a BERT vocabulary is read for tokenizer 'chars', not "
+                         f"{self.tokenizer!r}")
+      if not os.path.isfile(self.vocab_file):
+        raise SourceError(f"vocab_file: {self.vocab_file} is not a file (bert-base-chinese's "
+                         "vocab.txt, one token a line)")
     if self.tokenizer not in TOKENIZERS:
       raise ValueError(f"tokenizer: expected one of {list(TOKENIZERS)}, got {self.tokenizer!r}")
     if self.pair_order not in PAIR_ORDERS:
@@ -75,6 +91,19 @@ class MatchingOptions:
     positive_int(self.subword_vocab_size, "subword_vocab_size", minimum=subword.MIN_VOCAB_SIZE)
     object.__setattr__(self, "boundaries", check_boundaries(
         self.boundaries or quarter_boundaries(self.max_len), self.max_len, "boundaries"))
+
+
+@functools.lru_cache(maxsize=8)
+def _tag_of(path: str, mtime_ns: int, size: int) -> str:
+  del mtime_ns, size  # the cache key: a changed file is hashed again
+  with open(path, "rb") as f:
+    return hashlib.sha256(f.read()).hexdigest()[:12]
+
+
+def _file_tag(path: str) -> str:
+  """The first 12 hex digits of the sha256 of the file at `path`."""
+  stat = os.stat(path)
+  return _tag_of(os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
 
 
 def pair_width(width: int) -> int:
@@ -111,7 +140,7 @@ class MatchingData(TaskData):
 
   Build it with `MatchingData.from_records({'train': ..., 'dev': ..., 'test': ...})` or
   `MatchingData.load(...)`. Options: MatchingOptions (max_len=48, boundaries, tokenizer='chars',
-  min_freq=2, max_size, subword_vocab_size=4000, pair_order='as_given').
+  min_freq=2, max_size, subword_vocab_size=4000, pair_order='as_given', vocab_file).
 
   Batches (numpy, leading axis b; pipelines.batching):
     'a' int32 (b, La), 'a_len' int32 (b,): sentence1's ids (no special tokens), padded with 0;
@@ -216,6 +245,8 @@ class MatchingData(TaskData):
   def vocab_names(self) -> tuple[str, ...]:
     if self.options.tokenizer == "subword":
       return (f"{self.task}_sentencepiece_{self.options.subword_vocab_size}{subword.SUFFIX}",)
+    if self.options.vocab_file is not None:  # named by its contents: an edited file is reread
+      return (f"{self.task}_bert_vocab_{_file_tag(self.options.vocab_file)}.json",)
     return (CHARS_VOCAB_FILE,)
 
   @property
@@ -234,6 +265,14 @@ class MatchingData(TaskData):
     self.report["vocab"] = {name: how}
 
   def _build_chars_vocab(self, train, vocab_dir) -> None:
+    if self.options.vocab_file is not None:
+      name = self.vocab_names()[0]
+      self.vocabs[name] = read_bert_vocab(self.options.vocab_file)
+      if vocab_dir is not None:
+        os.makedirs(vocab_dir, exist_ok=True)
+        self.vocabs[name].save(self._path(vocab_dir))
+      self.report["vocab"] = {name: f"read from {self.options.vocab_file}"}
+      return
     _, tokens, _ = train
     meta = {"task": self.task, "tokenizer": text_lib.chinese_chars_tokenize.__name__,
             "train_examples": len(tokens["sentence1"]), "fields": list(FIELDS)}

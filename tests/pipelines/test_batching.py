@@ -97,6 +97,23 @@ def test_train_without_drop_remainder_fills_with_weight_zero():
   assert sorted(e[0] for x in batches for e in _examples(x)) == list(range(47))
 
 
+def test_unshuffled_batches_are_consecutive_and_padded_to_their_longest_bucket():
+  b, seqs = _batcher(boundaries=(2, 4, 5, 7, 9, 11))
+  lengths = [len(s) for s in seqs]
+  for drop_remainder, count in ((True, 7), (False, 8)):
+    it = b.train_batches(seed=3, drop_remainder=drop_remainder, shuffle=False)
+    assert it.batches_per_epoch == count
+    for epoch in range(2):
+      for k in range(count):
+        batch = next(it)
+        rows = list(range(6 * k, min(6 * k + 6, 47)))
+        assert [e[0] for e in _examples(batch)] == rows
+        longest = max(lengths[i] for i in rows)
+        # The smallest boundary >= the batch's longest sequence.
+        assert batch["tokens"].shape == (6, min(w for w in (2, 4, 5, 7, 9, 11) if w >= longest))
+      assert it.epoch == epoch + 1 and it.position == 0
+
+
 @pytest.mark.parametrize("stop", [3, 6, 9])  # mid-epoch, at the last batch, in epoch 1
 def test_resume_reproduces_the_next_batches(stop):
   b, _ = _batcher()

@@ -205,3 +205,22 @@ def test_read_pairs_tsv(tmp_path):
     read_pairs_tsv(path)
   with pytest.raises(SourceError, match=r"missing.tsv: cannot be read"):
     read_pairs_tsv(tmp_path / "missing.tsv")
+
+
+def test_a_bert_vocab_file_is_the_vocabulary_and_an_edited_one_is_reread(tmp_path):
+  path = tmp_path / "vocab.txt"
+  path.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n花\n呗\n借\n", encoding="utf-8")
+  data = _data(tmp_path / "files", vocab_file=str(path))
+  assert data.vocab.tokens == ["<pad>", "<unk>", "<bos>", "<eos>", "花", "呗", "借"]
+  first = data.vocab_names()
+  assert (tmp_path / "files" / first[0]).is_file()
+  # Every character that is not a line of the file is unknown; the pair keeps [CLS]/[SEP] ids.
+  ids = data.encode_pairs([("花额呗", "借呗")]).sequences["pair"]
+  assert ids.flat.tolist() == [BOS_ID, 4, UNK_ID, 5, EOS_ID, 6, 5, EOS_ID]
+  path.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n借\n", encoding="utf-8")
+  assert _data(tmp_path / "files", vocab_file=str(path)).vocab_names() != first
+  with pytest.raises(ValueError, match=r"vocab_file: a BERT vocabulary is read for tokenizer "
+                                       r"'chars', not 'subword'"):
+    _data(vocab_file=str(path), tokenizer="subword")
+  with pytest.raises(SourceError, match=r"vocab_file: .*nowhere.txt is not a file"):
+    _data(vocab_file=str(tmp_path / "nowhere.txt"))

@@ -1,10 +1,12 @@
+import hashlib
 import json
 
 import numpy as np
 import pytest
 
 from pipelines import vocab as vocab_lib
-from pipelines.vocab import Vocab
+from pipelines.sources import SourceError
+from pipelines.vocab import UNK_ID, Vocab, read_bert_vocab
 
 CORPUS = [["the", "cat", "sat"], ["the", "dog", "sat", "!"], ["a", "cat", "the", "<eos>"]]
 
@@ -106,3 +108,29 @@ def test_load_rejects_inconsistent_contents(tmp_path):
       Vocab.load(path)
   with pytest.raises(ValueError, match="does not exist"):
     Vocab.load(tmp_path / "missing.json")
+
+
+def test_read_bert_vocab_maps_bert_specials_to_ours_and_keeps_every_line(tmp_path):
+  path = tmp_path / "vocab.txt"
+  path.write_text("[PAD]\n[unused1]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n的\n是\r\n##s\n", encoding="utf-8")
+  vocab = read_bert_vocab(path)
+  assert vocab.tokens == ["<pad>", "<unk>", "<bos>", "<eos>", "[unused1]", "[MASK]", "的", "是",
+                          "##s"]
+  assert vocab.encode(["是", "的", "吗"]) == [7, 6, UNK_ID]
+  assert vocab.metadata == {"bert_vocab_file": "vocab.txt", "lines": 9,
+                            "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[PAD]\n[UNK]\n[CLS]\n的\n", r"vocab.txt: no \[SEP\] line"),
+    ("[PAD]\n[UNK]\n[CLS]\n[SEP]\n的\n\n是\n", r"vocab.txt:6: an empty line"),
+    ("[PAD]\n[UNK]\n[CLS]\n[SEP]\n的\n的\n", r"vocab.txt:6: '的' repeats line 5"),
+    ("[PAD]\n[UNK]\n[CLS]\n[SEP]\n<pad>\n", r"holds the project's special token '<pad>'"),
+])
+def test_read_bert_vocab_names_what_is_wrong(tmp_path, text, message):
+  path = tmp_path / "vocab.txt"
+  path.write_text(text, encoding="utf-8")
+  with pytest.raises(SourceError, match=message):
+    read_bert_vocab(path)
+  with pytest.raises(SourceError, match=r"missing.txt cannot be read"):
+    read_bert_vocab(tmp_path / "missing.txt")

@@ -281,6 +281,24 @@ def test_dropout_in_blocks():
   assert not np.allclose(noisy, quiet) and not np.allclose(noisy, other)
 
 
+def test_activation_dropout_rate_sets_only_the_ffn_activation_dropout():
+  x = _floats(19, B, S, D)
+  variables = _params(EncoderBlock(**BLOCK), x)
+
+  def run(deterministic=False, **rates):
+    block = EncoderBlock(**dict(BLOCK, attention_dropout_rate=0.0, **rates))
+    return block.apply(variables, x, deterministic=deterministic, rngs={"dropout": rbg_key(3)})
+
+  quiet = run(True, dropout_rate=0.0)
+  # Only the activation's dropout on: the output changes; None inherits dropout_rate 0.
+  assert not np.allclose(run(dropout_rate=0.0, activation_dropout_rate=0.4), quiet, atol=1e-3)
+  np.testing.assert_array_equal(run(dropout_rate=0.0, activation_dropout_rate=None), quiet)
+  # dropout_rate on the residuals with the activation's dropout off differs from both on.
+  residual_only = run(dropout_rate=0.3, activation_dropout_rate=0.0)
+  assert not np.allclose(residual_only, quiet, atol=1e-3)
+  assert not np.allclose(residual_only, run(dropout_rate=0.3), atol=1e-3)
+
+
 def test_block_in_bfloat16_under_vmap_and_grad_with_an_empty_example():
   x = _floats(18, B, S, D)
   mask = zoo.key_padding_mask(jnp.array([7, 0, 5]), S)  # example 1 has no key to attend to
