@@ -16,8 +16,9 @@ archive when it is not in <data-dir>/downloads/manual/. The data dir defaults to
 (default DIR: data), resuming a cut download, checks its size and digest, and prepares it, so that
 `python -m experiments train ... --data-dir DIR` reads it (lcqmc, a second source of the
 question_pairs builder: `train matching --data-dir DIR/lcqmc`, or DIR when it holds no afqmc/).
-Results go to standard output, notes and progress to standard error. Exit status: 0 done, 1 a download, check or build failed, 2 bad
-arguments or input (an unknown name, a --source that does not exist or is not the dataset).
+Results go to standard output, notes and progress to standard error. Exit status: 0 done, 1 a
+download, check or build failed, 2 bad arguments or input (an unknown name, a --source that does
+not exist or is not the dataset).
 """
 
 from __future__ import annotations

@@ -36,8 +36,9 @@ Training (`train_batches(seed)`): an endless iterator over epochs; epoch e shuff
 with numpy's generator seeded by (seed, e), groups them into buckets, forms full batches and
 shuffles their order. `shuffle=False` instead cuts the examples in index order into consecutive
 batches, each padded to the smallest bucket that holds its longest example (the same batches every
-epoch; with a boundary at every width, padded to the batch's longest). The last incomplete batch of an epoch is dropped (`drop_remainder=True`, at
-most batch_size - 1 examples, a different random few each epoch; `dropped_per_epoch` says how many)
+epoch; with a boundary at every width, padded to the batch's longest). The last incomplete batch
+of an epoch is dropped (`drop_remainder=True`, at most batch_size - 1 examples, a different random
+few each epoch when shuffled; `dropped_per_epoch` says how many)
 or completed with weight-0 filler rows (`drop_remainder=False`). `get_state()` returns a JSON-able
 dict {seed, epoch, position, num_examples, batch_size}; `set_state(state)` on an iterator over the
 same data continues with exactly the batches that would have come next.

@@ -455,6 +455,16 @@ def _read_archive(path: Path, members: Callable[[Path], Members],
   return out
 
 
+def read_bytes(path: str | os.PathLike, what: str = "") -> bytes:
+  """The bytes of the file at `path`; SourceError '<what> <path>: cannot be read (why)'."""
+  try:
+    with open(path, "rb") as f:
+      return f.read()
+  except OSError as exc:
+    raise SourceError(f"{what + ' ' if what else ''}{os.fspath(path)}: cannot be read "
+                      f"({exc.strerror or exc})") from None
+
+
 def decode_utf8(data: bytes, where: str) -> str:
   """Decodes strict UTF-8 (dropping a leading byte-order mark).
 

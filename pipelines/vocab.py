@@ -30,7 +30,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from pipelines.checks import positive_int
-from pipelines.sources import SourceError
+from pipelines.sources import SourceError, decode_utf8, read_bytes, split_lines
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
 SPECIALS = (PAD, UNK, BOS, EOS)
@@ -247,23 +247,12 @@ def read_bert_vocab(path: str | os.PathLike) -> Vocab:
   tokens, for a model trained from scratch, not for BERT's pretrained weights.
 
   Raises:
-    SourceError (a ValueError): naming the file: it cannot be read, is not UTF-8, has an empty or repeated line,
-      or lacks one of the four special tokens.
+    SourceError (a ValueError): naming the file: it cannot be read, is not UTF-8, has an empty or
+      repeated line, or lacks one of the four special tokens.
   """
   path = os.fspath(path)
-  try:
-    with open(path, "rb") as f:
-      data = f.read()
-  except OSError as e:
-    raise SourceError(f"vocab_file {path} cannot be read ({e.strerror or e})") from None
-  try:
-    text = data.decode("utf-8").removeprefix("\ufeff")
-  except UnicodeDecodeError as e:
-    raise SourceError(f"vocab_file {path}: not UTF-8 (byte offset {e.start})") from None
-  lines = text.split("\n")
-  if lines and lines[-1] == "":
-    lines.pop()
-  lines = [line.removesuffix("\r") for line in lines]
+  data = read_bytes(path, "vocab_file")
+  lines = split_lines(decode_utf8(data, f"vocab_file {path}"))
   seen = {}
   for number, token in enumerate(lines, start=1):
     if not token.strip():
@@ -274,7 +263,7 @@ def read_bert_vocab(path: str | os.PathLike) -> Vocab:
   missing = [token for token in BERT_SPECIALS if token not in seen]
   if missing:
     raise SourceError(f"vocab_file {path}: no {', '.join(missing)} line; a BERT vocab.txt has "
-                     f"{', '.join(BERT_SPECIALS)}")
+                      f"{', '.join(BERT_SPECIALS)}")
   tokens = [token for token in lines if token not in BERT_SPECIALS]
   clash = [token for token in tokens if token in SPECIALS]
   if clash:

@@ -27,7 +27,7 @@ from pipelines import subword
 from pipelines import text as text_lib
 from pipelines.batching import Batch, Batcher, Ragged
 from pipelines.checks import positive_int
-from pipelines.sources import SourceError, decode_utf8, split_lines
+from pipelines.sources import SourceError, decode_utf8, read_bytes, split_lines
 from pipelines.tasks.common import (SPLITS, Records, Split, TaskData, check_boundaries,
                                     encode_truncated, load_or_build_vocab, quarter_boundaries,
                                     read_records)
@@ -428,11 +428,7 @@ def read_pairs_tsv(path: str | os.PathLike) -> list[tuple[str, str, int | None]]
       columns (a blank line too), an empty sentence, a label other than 0/1, invalid UTF-8.
   """
   path = os.fspath(path)
-  try:
-    with open(path, "rb") as f:
-      data = f.read()
-  except OSError as e:
-    raise SourceError(f"{path}: cannot be read ({e})") from None
+  data = read_bytes(path)
   out = []
   for number, line in enumerate(split_lines(decode_utf8(data, path)), start=1):
     where = f"{path}:{number}"

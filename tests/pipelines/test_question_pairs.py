@@ -72,6 +72,17 @@ def _folder(path, files: dict[str, str | bytes]):
   return path
 
 
+def _tar_gz(path, files: dict[str, str]):
+  """Writes `files` {path inside: text} as a .tar.gz at `path`; returns `path`."""
+  with tarfile.open(path, mode="w:gz") as tar:
+    for name, text in files.items():
+      data = text.encode()
+      info = tarfile.TarInfo(name)
+      info.size = len(data)
+      tar.addfile(info, io.BytesIO(data))
+  return path
+
+
 def _read(path, config="full"):
   builder = QuestionPairs(data_dir=str(path.parent / "unused_data_dir"), config=config)
   splits, tally, rule = builder.read_source(path)
@@ -120,15 +131,8 @@ def test_clue_dev_json_is_validation_and_test_is_the_same_carve(tmp_path):
 
 def test_lcqmc_layout_as_given_in_a_tar_gz(tmp_path):
   parts = {"train": _pairs(30), "dev": _pairs(5, seed=1), "test": _pairs(6, seed=2)}
-  buffer = io.BytesIO()
-  with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-    for name, pairs in parts.items():
-      data = _tsv_lines(pairs).encode()
-      info = tarfile.TarInfo(f"lcqmc/{name}.txt")
-      info.size = len(data)
-      tar.addfile(info, io.BytesIO(data))
-  archive = tmp_path / "lcqmc.tar.gz"
-  archive.write_bytes(buffer.getvalue())
+  archive = _tar_gz(tmp_path / "lcqmc.tar.gz",
+                    {f"lcqmc/{name}.txt": _tsv_lines(pairs) for name, pairs in parts.items()})
   splits, rule = _read(archive)
   assert set(splits) == {"train", "validation", "test"}
   for split, name in (("train", "train"), ("validation", "dev"), ("test", "test")):
@@ -287,15 +291,8 @@ def _lcqmc_tsv(pairs) -> str:
 
 def test_paddlehub_lcqmc_layout_with_its_header_lines(tmp_path):
   parts = {"train": _pairs(41), "dev": _pairs(7, seed=1), "test": _pairs(9, seed=2)}
-  buffer = io.BytesIO()
-  with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-    for name, pairs in parts.items():
-      data = _lcqmc_tsv(pairs).encode()
-      info = tarfile.TarInfo(f"lcqmc/{name}.tsv")
-      info.size = len(data)
-      tar.addfile(info, io.BytesIO(data))
-  archive = tmp_path / "lcqmc.tar.gz"
-  archive.write_bytes(buffer.getvalue())
+  archive = _tar_gz(tmp_path / "lcqmc.tar.gz",
+                    {f"lcqmc/{name}.tsv": _lcqmc_tsv(pairs) for name, pairs in parts.items()})
   splits, rule = _read(archive)
   assert set(splits) == {"train", "validation", "test"}
   for split, name in (("train", "train"), ("validation", "dev"), ("test", "test")):
