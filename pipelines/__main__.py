@@ -98,14 +98,14 @@ def _download(args: argparse.Namespace) -> int:
       print(f"{name}: {path} ({how}, {path.stat().st_size:,} bytes)", flush=True)
       builder = sources.builder_of(name)
       if builder in prepared:  # one full build of a builder per data dir
-        print(f"note: {name} is not prepared: this data dir's {builder} build is "
-              f"{prepared[builder]}'s; `python -m pipelines download {name} --data-dir OTHER` "
-              "prepares it in another", file=sys.stderr)
+        print(f"note: {name} is not prepared: this data dir holds one {builder} build, just "
+              f"made from {prepared[builder]}; `python -m pipelines download {name} --data-dir "
+              "OTHER` prepares it in another", file=sys.stderr)
       elif not args.no_prepare:
         report = datasets.prepare(builder, source=path, data_dir=args.data_dir,
                                   verify=not args.no_verify)
         print("\n".join(report.lines()), flush=True)
-        prepared[builder] = name
+        prepared[builder] = path.name
     except (download.DownloadError, ValueError) as exc:
       print(f"error: {exc}", file=sys.stderr)
       return 1

@@ -77,3 +77,11 @@ def test_a_tiny_run_reads_the_bert_vocabulary_and_trains_in_order(tmp_path):
   assert "pooler" not in result.state.params  # the [CLS] vector goes straight to the classifier
   for split in ("dev", "test"):
     assert 0.0 <= result.results[split]["accuracy"] <= 1.0
+
+
+def test_a_missing_vocab_file_is_a_usage_error(capsys, tmp_path):
+  assert main(["train", "matching", "--model", "transformer_nndl", "--data.vocab_file",
+               str(tmp_path / "vocab.txt"), "--workdir", str(tmp_path / "run")]) == 2
+  assert capsys.readouterr().err.strip().endswith(
+      f"vocab_file: {tmp_path / 'vocab.txt'} is not a file (bert-base-chinese's vocab.txt, one "
+      "token a line)")

@@ -269,3 +269,23 @@ def test_lcqmc_with_another_md5_is_refused_and_deleted(server, monkeypatch, caps
                  "deleted: run the command again, or pass --no-verify to keep another release on "
                  "purpose"]
   assert not any(p.is_file() for p in tmp_path.rglob("*"))
+
+
+def test_all_prepares_one_build_per_builder_and_says_which_it_left(server, monkeypatch, capsys,
+                                                                   tmp_path):
+  canonical = {name: sources.CANONICAL[name] for name in ("question_pairs", "lcqmc")}
+  monkeypatch.setattr(sources, "CANONICAL", canonical)
+  _serve_sample("question_pairs", server, monkeypatch)
+  body = _lcqmc_archive(_lcqmc_pairs({"train": 6}))
+  server.files["/lcqmc.tar.gz"] = body
+  sources.CANONICAL["lcqmc"] = dataclasses.replace(
+      canonical["lcqmc"], url=f"{server.url}/lcqmc.tar.gz", md5=(hashlib.md5(body).hexdigest(),))
+  status, out, err = _run(["download", "all", "--to", str(tmp_path / "data"), "--data-dir",
+                           str(tmp_path / "prepared")], capsys)
+  assert status == 0, err
+  assert out[0].startswith("question_pairs: ") and out[1].startswith("question_pairs (full): ")
+  assert out[-1] == (f"lcqmc: {tmp_path / 'data' / 'lcqmc' / 'lcqmc.tar.gz'} (downloaded, "
+                     f"{len(body):,} bytes)")
+  assert ("note: lcqmc is not prepared: this data dir holds one question_pairs build, just made "
+          "from afqmc_public.zip; `python -m pipelines download lcqmc --data-dir OTHER` prepares "
+          "it in another") in err
