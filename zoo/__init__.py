@@ -105,3 +105,26 @@ from zoo.transformer import PositionwiseFFN
 from zoo.transformer import Transformer
 from zoo.transformer import TransformerDecoder
 from zoo.transformer import TransformerEncoder
+
+__all__ = [
+    "checks",
+    "Attention",
+    "causal_mask", "combine_masks", "key_padding_mask", "lengths_to_mask", "masked_softmax",
+    "sequence_mask", "softmax_where",
+    "AttentionPooling", "cls_pool", "masked_max_pool", "masked_mean_pool",
+    "Alignment", "SoftAlignment", "soft_align",
+    "SegmentEmbedding", "pair_segments",
+    "LearnedPositionEmbedding", "SinusoidalPositionEncoding", "sinusoidal_encoding",
+    "sinusoidal_encoding_at",
+    "SCORE_NAMES", "AdditiveScore", "BilinearScore", "ConcatLinearScore", "ConcatScore", "DotScore",
+    "ScaledDotScore", "additive_score", "additive_score_projected", "bilinear_score",
+    "concat_linear_score", "concat_score", "dot_score", "make_score", "scaled_dot_score",
+    "SelfAttention", "SimpleSelfAttention",
+    "LSTM", "LSTMInit", "BiLSTM", "LSTMLayer", "LSTMState", "lstm_step", "lstm_update",
+    "BahdanauDecoder", "LuongDecoder", "PlainDecoder", "RecurrentEncoder", "Seq2Seq",
+    "bahdanau_seq2seq", "luong_seq2seq", "plain_seq2seq",
+    "MultiHeadAttention", "head_attention",
+    "Beams", "Decoded", "beam_search", "greedy_search",
+    "DecoderBlock", "EncoderBlock", "PositionwiseFFN", "Transformer", "TransformerDecoder",
+    "TransformerEncoder",
+]
