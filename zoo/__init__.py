@@ -34,6 +34,8 @@ Each module's docstring has its math; everything below is importable from `zoo` 
                   optionally with exact lengths, forced / banned tokens per position and
                   tied / distinct positions (zoo.search_constraints); Decoded, Beams
   fast_paths      GPU back ends (cuDNN LSTM, cuDNN attention choice); import zoo.fast_paths
+  nnx             any module in a Flax NNX model, with its linen parameter tree (wrap,
+                  from_linen, linen_variables); import zoo.nnx
   checks          argument checks that raise a ValueError naming the argument: rank,
                   floating, integer, boolean, broadcastable, sequence_lengths,
                   positive_int ...; from zoo import checks
