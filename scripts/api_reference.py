@@ -53,7 +53,10 @@ def _resolve(function: typing.Any, namespace: dict[str, typing.Any]) -> None:
   while function is not None:
     annotations = getattr(function, "__annotations__", None)
     if annotations and any(isinstance(a, (str, typing.ForwardRef)) for a in annotations.values()):
-      function.__annotations__ = typing.get_type_hints(function, globalns=namespace)
+      try:
+        function.__annotations__ = typing.get_type_hints(function, globalns=namespace)
+      except (NameError, AttributeError, TypeError):
+        pass  # left as written: pdoc warns about it, which fails the build with the name
     function = getattr(function, "__wrapped__", None)
 
 
