@@ -3,8 +3,8 @@ chex and numpy, everything else of the project is an extra, and importing zoo (a
 none of the pipelines', experiments' or explorer's libraries.
 
 The wheel is built from a copy of the project (pip, no build isolation, no dependencies: about a
-second, offline); installing it into an empty environment needs the package registry, so that
-check is done by hand (docs/BENCHMARKS.md, "The library alone").
+second, offline); installing it into an empty environment needs the package registry and a minute,
+so scripts/check_wheel.sh does that in .ci/run (docs/BENCHMARKS.md, "The library alone").
 """
 
 from __future__ import annotations
