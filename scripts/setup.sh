@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Creates .venv (if missing) and installs the project with its test extras; does nothing, silently,
-# when .venv already holds an install of the current pyproject.toml with the same extras.
+# Creates .venv (if missing) and installs the project with its dev extra (every part of the
+# project, pipelines, experiments, the explorer and the benchmarks, and the test tools: what the
+# README's two commands, the test suite and CI need; the library alone is `pip install .`); does
+# nothing, silently, when .venv already holds an install of the current pyproject.toml with the
+# same extras.
 # Usage: bash scripts/setup.sh            (CPU)
 #        EXTRAS=dev,cuda12 bash scripts/setup.sh   (NVIDIA GPU, CUDA 12 wheels)
 #        FORCE=1 bash scripts/setup.sh             (reinstall even when current)

@@ -34,6 +34,8 @@ Each module's docstring has its math; everything below is importable from `zoo` 
                   optionally with exact lengths, forced / banned tokens per position and
                   tied / distinct positions (zoo.search_constraints); Decoded, Beams
   fast_paths      GPU back ends (cuDNN LSTM, cuDNN attention choice); import zoo.fast_paths
+  nnx             any module in a Flax NNX model, with its linen parameter tree (wrap,
+                  from_linen, linen_variables); import zoo.nnx
   checks          argument checks that raise a ValueError naming the argument: rank,
                   floating, integer, boolean, broadcastable, sequence_lengths,
                   positive_int ...; from zoo import checks
@@ -105,3 +107,26 @@ from zoo.transformer import PositionwiseFFN
 from zoo.transformer import Transformer
 from zoo.transformer import TransformerDecoder
 from zoo.transformer import TransformerEncoder
+
+__all__ = [
+    "checks",
+    "Attention",
+    "causal_mask", "combine_masks", "key_padding_mask", "lengths_to_mask", "masked_softmax",
+    "sequence_mask", "softmax_where",
+    "AttentionPooling", "cls_pool", "masked_max_pool", "masked_mean_pool",
+    "Alignment", "SoftAlignment", "soft_align",
+    "SegmentEmbedding", "pair_segments",
+    "LearnedPositionEmbedding", "SinusoidalPositionEncoding", "sinusoidal_encoding",
+    "sinusoidal_encoding_at",
+    "SCORE_NAMES", "AdditiveScore", "BilinearScore", "ConcatLinearScore", "ConcatScore", "DotScore",
+    "ScaledDotScore", "additive_score", "additive_score_projected", "bilinear_score",
+    "concat_linear_score", "concat_score", "dot_score", "make_score", "scaled_dot_score",
+    "SelfAttention", "SimpleSelfAttention",
+    "LSTM", "LSTMInit", "BiLSTM", "LSTMLayer", "LSTMState", "lstm_step", "lstm_update",
+    "BahdanauDecoder", "LuongDecoder", "PlainDecoder", "RecurrentEncoder", "Seq2Seq",
+    "bahdanau_seq2seq", "luong_seq2seq", "plain_seq2seq",
+    "MultiHeadAttention", "head_attention",
+    "Beams", "Decoded", "beam_search", "greedy_search",
+    "DecoderBlock", "EncoderBlock", "PositionwiseFFN", "Transformer", "TransformerDecoder",
+    "TransformerEncoder",
+]

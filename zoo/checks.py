@@ -13,7 +13,7 @@ instead.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import AbstractSet, Sequence
 
 import chex
 import jax
@@ -25,7 +25,7 @@ def _describe(x) -> str:
   return f"shape {tuple(np.shape(x))} and dtype {jnp.result_type(x)}"
 
 
-def rank(x, expected: int | Sequence[int], name: str) -> None:
+def rank(x, expected: int | Sequence[int] | AbstractSet[int], name: str) -> None:
   """Raises ValueError unless `x` has (one of) the `expected` rank(s)."""
   try:
     # chex reads a tuple as one rank per input; a set means "any of these ranks".

@@ -34,7 +34,7 @@ cuDNN flat layout, for pseudo-layers p = layer * n + direction (n = 2 when bidir
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, cast
 
 import jax
 import jax.numpy as jnp
@@ -106,8 +106,9 @@ def dot_product_attention(query: jax.Array, key: jax.Array, value: jax.Array, *,
   if implementation == "auto":
     implementation = attention_backend(query, key, value, mask=mask)
   lens = None if key_lens is None else jnp.asarray(key_lens, jnp.int32)
+  backend = cast(Literal["xla", "cudnn"], implementation)  # checked above, "auto" resolved
   return jax.nn.dot_product_attention(query, key, value, mask=mask, key_value_seq_lengths=lens,
-                                      is_causal=is_causal, implementation=implementation)
+                                      is_causal=is_causal, implementation=backend)
 
 
 def multihead_implementation(*, score: str = "scaled_dot", dropout: bool = False,

@@ -27,7 +27,7 @@ decoding; see `MultiHeadAttention.__call__`.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import flax.linen as nn
 import jax
@@ -118,7 +118,7 @@ def _map_heads_and_batch_module(group_size: int, initializing: bool) -> Callable
     group_size: G, the query heads per key/value head; 1 without groups.
     initializing: whether the parameters are being created (the module's is_initializing()).
   """
-  per_head = {"variable_axes": {"params": 0}, "split_rngs": {"params": True}}
+  per_head: dict[str, Any] = {"variable_axes": {"params": 0}, "split_rngs": {"params": True}}
   per_kv_head = head_attention
   if group_size > 1:
     per_kv_head = nn.vmap(head_attention, in_axes=_GROUP_IN_AXES, out_axes=_GROUP_OUT_AXES,
@@ -138,7 +138,7 @@ def _map_heads_and_batch_module(group_size: int, initializing: bool) -> Callable
   return nn.vmap(over_heads, variable_axes={"params": None}, split_rngs={"params": False})
 
 
-_PROJECT_KEY_VALUE = object()  # MultiHeadAttention.__call__'s inputs_q for project_key_value
+_PROJECT_KEY_VALUE: Any = object()  # MultiHeadAttention.__call__'s inputs_q for project_key_value
 
 
 class MultiHeadAttention(nn.Module):
@@ -316,7 +316,7 @@ class MultiHeadAttention(nn.Module):
       out (B, Q, D_out), and with return_weights=True also weights (B, H, Q, K).
     """
     if inputs_q is _PROJECT_KEY_VALUE:
-      return self._project_key_value(inputs_kv)
+      return self._project_key_value(cast(jax.Array, inputs_kv))  # checked there
     checks.rank(inputs_q, 3, "inputs_q")
     checks.floating(inputs_q, "inputs_q")
     heads, kv_heads, head_dim = self._check_config(inputs_q.shape[-1])
@@ -349,7 +349,8 @@ class MultiHeadAttention(nn.Module):
 
     query = self._projection("query", heads, head_dim)(inputs_q)  # (B, Q, H, Dh)
     if key_value is None:
-      key, value = self._key_value(inputs_kv, kv_heads, head_dim)  # each (B, K, Hkv, Dh)
+      # each (B, K, Hkv, Dh); inputs_kv was set to inputs_q above when None
+      key, value = self._key_value(cast(jax.Array, inputs_kv), kv_heads, head_dim)
     cache_mask = None
     if decode:
       key, value, cache_mask = self._cached(key, value)  # (B, max_len, Hkv, Dh), (1, 1, Q, max_len)
@@ -373,7 +374,7 @@ class MultiHeadAttention(nn.Module):
                           use_bias=self.use_bias, dtype=self.dtype, param_dtype=self.param_dtype,
                           kernel_init=self.kernel_init, bias_init=self.bias_init,
                           name="out")(out)  # (B, Q, D_out)
-    return (out, weights) if return_weights else out
+    return (out, weights) if return_weights and weights is not None else out
 
   def project_key_value(self, inputs_kv: jax.Array) -> tuple[jax.Array, jax.Array]:
     """This module's key and value projections of float inputs_kv (B, K, Dkv): (key, value), each
@@ -382,7 +383,7 @@ class MultiHeadAttention(nn.Module):
     With qkv_features unset, Dh is taken from Dkv, so the query and key/value widths must then be
     equal (as in a Transformer); set qkv_features otherwise.
     """
-    return self(_PROJECT_KEY_VALUE, inputs_kv)
+    return cast(tuple[jax.Array, jax.Array], self(_PROJECT_KEY_VALUE, inputs_kv))
 
   def _project_key_value(self, inputs_kv: jax.Array) -> tuple[jax.Array, jax.Array]:
     checks.rank(inputs_kv, 3, "inputs_kv")

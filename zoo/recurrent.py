@@ -346,16 +346,15 @@ class LSTM(nn.Module):
     if lengths is not None:
       checks.sequence_lengths(lengths, "lengths", x, "x")
       lengths = jnp.asarray(lengths)
-    if initial_state is None:
-      initial_state = (None,) * self.num_layers
-    else:
-      initial_state = check_states(initial_state, "initial_state", self.num_layers, batch,
-                                   self.state_width)
+    layer_states: Sequence[LSTMState | None] = (None,) * self.num_layers
+    if initial_state is not None:
+      layer_states = check_states(initial_state, "initial_state", self.num_layers, batch,
+                                  self.state_width)
     outputs, finals = jnp.asarray(x, self.dtype), []
     for index, layer in enumerate(self.layers):
       if index > 0:
         outputs = self.dropout(outputs, deterministic=deterministic)
-      outputs, final = layer(outputs, lengths, initial_state[index])
+      outputs, final = layer(outputs, lengths, layer_states[index])
       finals.append(final)
     return outputs, tuple(finals)
 
@@ -378,7 +377,8 @@ class LSTM(nn.Module):
     Returns:
       the top layer's output h (N, H) in `dtype`, and the new state (float32 leaves).
     """
-    new_state, gates = [], input_gates
+    new_state: list[LSTMState] = []
+    gates = input_gates
     for index, layer in enumerate(self.layers):
       if index > 0:
         below = self.dropout(new_state[-1].h.astype(self.dtype), deterministic=deterministic)

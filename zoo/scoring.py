@@ -273,7 +273,7 @@ class _HiddenScore(_Score):
     return dk if self.features is None else self.features
 
 
-_ONLY_KEYS = object()  # AdditiveScore.__call__'s q when only the keys are to be projected
+_ONLY_KEYS: Any = object()  # AdditiveScore.__call__'s q when only the keys are to be projected
 
 
 class AdditiveScore(_HiddenScore):
@@ -329,7 +329,7 @@ class AdditiveScore(_HiddenScore):
     if not self.has_variable("params", "w_k"):
       raise ValueError("keys_projected=True needs the keys projected by this module's "
                        "project_keys (its w_k); it has none yet")
-    hidden = self.get_variable("params", "w_k").shape[-1]
+    hidden: int = self.get_variable("params", "w_k").shape[-1]
     if k.shape[-1] != hidden:
       raise ValueError(f"k: projected keys must have width A = {hidden} (the score's hidden "
                        f"size), got shape {k.shape}")

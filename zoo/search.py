@@ -165,7 +165,7 @@ def _check_step_output(logits, rows: int, state, new_state, eos_id: int) -> None
   if eos_id >= vocab:
     raise ValueError(f"eos_id = {eos_id} is not a token of the vocabulary of size V = {vocab}")
   old_def, new_def = jax.tree.structure(state), jax.tree.structure(new_state)
-  if old_def != new_def:
+  if old_def != new_def:  # type: ignore[operator]  # PyTreeDef's != has no type information
     raise ValueError(f"step_fn must return a state with the structure of its input state; got "
                      f"{new_def}, expected {old_def}")
   old_leaves = jax.tree_util.tree_leaves_with_path(state)

@@ -77,8 +77,9 @@ class Constraints(NamedTuple):
     return self.tied_positions is not None or self.distinct_positions is not None
 
 
-_RANKS = {"exact_lens": 1, "forced_tokens": 2, "banned_tokens": (2, 3), "tied_positions": 2,
-          "distinct_positions": 2}
+_RANKS: dict[str, int | tuple[int, ...]] = {
+    "exact_lens": 1, "forced_tokens": 2, "banned_tokens": (2, 3), "tied_positions": 2,
+    "distinct_positions": 2}
 
 
 def check_types(constraints: Constraints) -> None:
@@ -186,16 +187,16 @@ def allowed_tokens(constraints: Constraints, t: jax.Array, vocab: int, eos_id: i
     raise ValueError("tied_positions and distinct_positions need the hypotheses' tokens (prefix)")
   ids = jnp.arange(vocab)  # (V,)
   rows = next(x.shape[0] for x in constraints if x is not None)
-  width = prefix.shape[1] if constraints.reads_prefix else 1
+  width = prefix.shape[1] if prefix is not None and constraints.reads_prefix else 1
   at = lambda x: jax.lax.dynamic_index_in_dim(x, t, axis=1, keepdims=False)
   allowed = jnp.ones((rows, width, vocab), bool)
   if banned is not None:
     allowed = _ban(allowed, jnp.broadcast_to(at(banned)[:, None, :], (rows, width,
                                                                        banned.shape[-1])))
-  if distinct is not None:
+  if distinct is not None and prefix is not None:  # a prefix is there: checked above
     earlier = distinct & (jnp.arange(prefix.shape[-1]) < t) & at(distinct)[:, None]  # (B, T)
     allowed = _ban(allowed, jnp.where(earlier[:, None, :], prefix, -1))
-  if tied is not None:
+  if tied is not None and prefix is not None:
     source = at(tied)  # (B,)
     repeated = jnp.take_along_axis(prefix, jnp.clip(source, 0)[:, None, None], axis=2)  # (B, W, 1)
     allowed = jnp.where(((source >= 0) & (source < t))[:, None, None], ids == repeated, allowed)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import flax.linen as nn
 import jax
@@ -33,7 +33,8 @@ from zoo.multihead import MultiHeadAttention
 
 Dtype = Any
 PyTree = Any
-_PROJECT_SOURCE = object()  # DecoderBlock / TransformerDecoder x when projecting enc_outputs only
+# DecoderBlock / TransformerDecoder x when projecting enc_outputs only
+_PROJECT_SOURCE: Any = object()
 
 
 class PositionwiseFFN(nn.Module):
@@ -149,7 +150,7 @@ class _Sublayers(nn.Module):
     result = mha(queries, keys, mask=mask, deterministic=deterministic, return_weights=sow,
                  decode=decode, key_value=key_value)
     if not sow:
-      return result
+      return cast(jax.Array, result)
     out, weights = result
     self.sow("intermediates", f"{name}_weights", weights)
     return out
@@ -220,7 +221,8 @@ class DecoderBlock(_Sublayers):
     """
     if x is _PROJECT_SOURCE:
       _check_block_input(enc_outputs, "enc_outputs")
-      return self._mha("cross_attention").project_key_value(jnp.asarray(enc_outputs, self.dtype))
+      return self._mha("cross_attention").project_key_value(  # type: ignore[return-value]
+          jnp.asarray(enc_outputs, self.dtype))  # project_source's result, through __call__
     _check_block_input(x, "x")
     _check_block_input(enc_outputs, "enc_outputs")
     checks.equal_dim(x, "x", 0, enc_outputs, "enc_outputs", 0)
@@ -240,7 +242,7 @@ class DecoderBlock(_Sublayers):
   def project_source(self, enc_outputs: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The cross-attention's keys and values of float enc_outputs (B, S, D): (key, value), each
     (B, S, Hkv, Dh), for `cross_key_value`."""
-    return self(_PROJECT_SOURCE, enc_outputs)
+    return cast(tuple[jax.Array, jax.Array], self(_PROJECT_SOURCE, enc_outputs))
 
 
 class TransformerEncoder(_Sublayers):
@@ -274,7 +276,8 @@ class TransformerDecoder(_Sublayers):
     blocks = [DecoderBlock(**self._sublayer_fields(), name=f"layers_{i}")
               for i in range(self.num_layers)]
     if x is _PROJECT_SOURCE:
-      return tuple(block.project_source(enc_outputs) for block in blocks)
+      sources = tuple(block.project_source(enc_outputs) for block in blocks)
+      return sources  # type: ignore[return-value]  # project_sources' result, through __call__
     if cross_key_values is not None and len(cross_key_values) != self.num_layers:
       raise ValueError(f"cross_key_values: expected one (key, value) per layer ({self.num_layers}),"
                        f" got {len(cross_key_values)}")
@@ -287,7 +290,7 @@ class TransformerDecoder(_Sublayers):
   def project_sources(self, enc_outputs: jax.Array) -> tuple[tuple[jax.Array, jax.Array], ...]:
     """Every layer's cross-attention keys and values of enc_outputs (B, S, D), for
     `cross_key_values`: one (key, value) per layer, each (B, S, Hkv, Dh)."""
-    return self(_PROJECT_SOURCE, enc_outputs)
+    return cast(tuple[tuple[jax.Array, jax.Array], ...], self(_PROJECT_SOURCE, enc_outputs))
 
 
 class Transformer(_Sublayers):
