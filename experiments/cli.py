@@ -19,7 +19,9 @@
           [--beam-size N] [--num-results N]    (the last two: experiments that decode)
       Runs a trained model on the inputs: the INPUT arguments, or one per line of --input-file
       ('-': standard input), or the lines piped into standard input (each experiment's cli.py
-      says what it prints).
+      says what it prints). A file or pipe is read line by line and answered in batches as it
+      comes (console.input_batches), so its length does not matter; a line longer than
+      --max-line-bytes (default 1 MiB) stops the command with status 2.
   <alias> INPUT ...
       The shorthands experiments declare: `translate` = `predict translation`, `couplet` =
       `predict couplet`, `classify` = `predict sentiment`.

@@ -10,8 +10,10 @@
 (different meaning) or 1 (same meaning) as in the data, and the probability of label 1 with four
 decimals; the label is 1 where that probability is at least --threshold (0.5 by default; a run's
 results.json holds the threshold of highest dev accuracy). Pairs come as two arguments each (`A B [A B ...]`), or one per line of --input-file or
-standard input as `sentence1<TAB>sentence2` (a third column, such as a label, is ignored); an
-argument holding a TAB is a whole pair too. A question longer than the run reads (data.max_len
+standard input as `sentence1<TAB>sentence2` (a third column, such as a label, is ignored; a
+fourth is an error naming the line; a first line that names the columns, such as
+`text_a<TAB>text_b<TAB>label`, is skipped with a note); an argument holding a TAB is a whole pair
+too. A question longer than the run reads (data.max_len
 tokens) is cut, with a note on standard error saying how much was read. --heatmap saves, per pair,
 the attention between the two questions (numbered -1, -2, ... for several pairs): the soft
 alignment of decomposable / esim, each question's pooling weights for siamese, and for the
@@ -19,8 +21,8 @@ Transformer the a-to-b block of one layer (--layer, default the last) and one he
 default the mean over heads) under the [CLS] row.
 
 `evaluate --pairs FILE` scores a run on your own labelled pairs (`sentence1<TAB>sentence2<TAB>label`
-lines, label 0 or 1) and prints JSON: accuracy, F1 of label 1, macro-F1, ROC AUC, the confusion
-matrix and the number of pairs.
+lines, label 0 or 1, a header line skipped as above) and prints JSON: accuracy, F1 of label 1,
+macro-F1, ROC AUC, the confusion matrix and the number of pairs.
 """
 
 from __future__ import annotations

@@ -3,11 +3,12 @@
     python -m experiments predict sentiment "TEXT" ... [--workdir W] [--heatmap out.png]
 
 Loads a trained run (runs.load_run: its config, the vocabularies saved beside its checkpoints and
-the best or latest parameters), classifies each text and prints the label, its probability and
-the text, tab-separated, then the attention weight of every word (weights sum to 1 over the
-words). With --heatmap the attention is saved as a PNG; with several texts the files are numbered
-(out-1.png, out-2.png, ...). A review longer than the run reads (data.max_len words) is classified
-by its first data.max_len words, with a note on standard error saying so.
+the best or latest parameters), classifies each text and prints the label, its probability and the
+text (an excerpt of a long one: console.echo), tab-separated, then the attention weight of every
+word (weights sum to 1 over the words). With --heatmap the attention is saved as a PNG; with several
+texts the files are numbered (out-1.png, out-2.png, ...). A review longer than the run reads
+(data.max_len words) is classified by its first data.max_len words, with a note on standard error
+saying so.
 """
 
 from __future__ import annotations

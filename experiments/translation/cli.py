@@ -10,19 +10,20 @@ named runs' values. --num-results N above the run's beam widens the beam to N.
     python -m experiments translate --input-file english.txt --workdir RUN > french.txt
     python -m experiments evaluate --workdir RUN --pairs pairs.tsv [--beam-size 4]
 
-`translate` writes exactly one line per input, in input order: the best translation. With --tsv
-each line is `translation<TAB>score<TAB>input` (the score: the log-probability, length-penalized
-for beam search with a penalty), and --num-results N writes N such lines per input, best first.
-Inputs come from the arguments, --input-file or standard input, one per line, and are translated
-in batches (a progress bar on standard error). A header line, unknown source words (d2l's words
-only) and where heatmaps were saved are notes on standard error. --heatmap saves the
-source-target attention of each best translation as a PNG.
+`translate` writes exactly one line per input, in input order: the best translation. With --tsv each
+line is `translation<TAB>score<TAB>input` (the input as an excerpt, console.echo; the score: the
+log-probability, length-penalized for beam search with a penalty), and --num-results N writes N such
+lines per input, best first. Inputs come from the arguments, --input-file or standard input, one per
+line, and are translated in batches (a progress bar on standard error). A header line, unknown
+source words (d2l's words only) and where heatmaps were saved are notes on standard error. --heatmap
+saves the source-target attention of each best translation as a PNG.
 
-`evaluate --pairs FILE` scores a run on your own English-French pairs: FILE is UTF-8 text, one
-pair a line, `English<TAB>French`, no header (a sentence on several lines has several
-references). It prints JSON: cased sacreBLEU, lowercased BLEU and chrF of the translations (beam
-search with the run's beam and length penalty unless --beam-size / --length-penalty say
-otherwise; 1 is greedy search) with the sacreBLEU signature of each.
+`evaluate --pairs FILE` scores a run on your own English-French pairs: FILE is UTF-8 text, one pair
+a line, `English<TAB>French` (a sentence on several lines has several references); a first line that
+names the columns (PAIR_HEADER: `english<TAB>french`, `en<TAB>fr`, `source<TAB>target`) is skipped
+with a note. It prints JSON: cased sacreBLEU, lowercased BLEU and chrF of the translations (beam
+search with the run's beam and length penalty unless --beam-size / --length-penalty say otherwise; 1
+is greedy search) with the sacreBLEU signature of each.
 """
 
 from __future__ import annotations

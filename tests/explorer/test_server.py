@@ -1,4 +1,4 @@
-"""The server's bounds against a real uvicorn server on a free port (experiments/explorer/server.py).
+"""The server's bounds (experiments/explorer/server.py) against a real uvicorn server.
 
 A stalled client (headers and half a body) is dropped with 408 within the body deadline while
 /api/health goes on answering at once; a client that disconnects before its body arrived is one

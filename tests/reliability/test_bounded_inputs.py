@@ -71,7 +71,8 @@ def test_an_endless_line_is_refused_at_once_and_an_endless_stream_read_in_flat_m
   zero = _Counting(b"\0")
   with pytest.raises(UsageError, match=r"^zero, line 1: longer than 1,048,576 bytes"):
     next(iter(console_lib.LineReader(zero, "zero")))
-  assert zero.read_bytes <= console_lib.MAX_LINE_BYTES + console_lib._CHUNK  # pylint: disable=protected-access
+  chunk = console_lib._CHUNK  # pylint: disable=protected-access
+  assert zero.read_bytes <= console_lib.MAX_LINE_BYTES + chunk
   endless = _Counting(b"a good movie\n")
   lines = iter(console_lib.LineReader(endless, "pipe"))
   tracemalloc.start()
@@ -79,7 +80,7 @@ def test_an_endless_line_is_refused_at_once_and_an_endless_stream_read_in_flat_m
     assert line == "a good movie"
   peak = tracemalloc.get_traced_memory()[1]
   tracemalloc.stop()
-  assert endless.read_bytes < 50_001 * 13 + console_lib._CHUNK  # pylint: disable=protected-access
+  assert endless.read_bytes < 50_001 * 13 + chunk
   assert peak < 1_000_000, peak  # 650 kB were read: none of it is kept
 
 
