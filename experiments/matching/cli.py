@@ -180,10 +180,13 @@ def answer(run: runs.Run, pairs: list[tuple[str, str]], args: argparse.Namespace
 def evaluate_pairs(args: argparse.Namespace, console: Console) -> int:
   """`evaluate --pairs FILE`: the metrics of the run on the user's labelled pairs, as JSON."""
   reader = open_lines(args.pairs, max_line_bytes=getattr(args, "max_line_bytes", MAX_LINE_BYTES))
+  headers = []  # the header line, when line 1 is one
   with input_errors():  # read line by line: a line over --max-line-bytes is refused unread
-    rows = list(pair_rows(reader, args.pairs,
-                          lambda line: console.note(header_note(args.pairs, line))))
-  unlabelled = [i for i, (_, _, label) in enumerate(rows, start=1) if label is None]
+    rows = list(pair_rows(reader, args.pairs, headers.append))
+  for line in headers:
+    console.note(header_note(args.pairs, line))
+  unlabelled = [i for i, (_, _, label) in enumerate(rows, start=1 + len(headers))
+                if label is None]
   if unlabelled:
     raise UsageError(f"line {unlabelled[0]} of {args.pairs} has no label ({len(unlabelled)} "
                      "lines without one): evaluate needs sentence1<TAB>sentence2<TAB>label lines")
