@@ -19,13 +19,16 @@
           [--beam-size N] [--num-results N]    (the last two: experiments that decode)
       Runs a trained model on the inputs: the INPUT arguments, or one per line of --input-file
       ('-': standard input), or the lines piped into standard input (each experiment's cli.py
-      says what it prints).
+      says what it prints). A file or pipe is read line by line and answered in batches as it
+      comes (console.input_batches), so its length does not matter; a line longer than
+      --max-line-bytes (default 1 MiB) stops the command with status 2.
   <alias> INPUT ...
       The shorthands experiments declare: `translate` = `predict translation`, `couplet` =
       `predict couplet`, `classify` = `predict sentiment`.
   list
       The registered experiments and their models.
   serve --workdir RUN [--workdir RUN ...] [--host 127.0.0.1] [--port 8000] [--max-chars 5000]
+        [--body-timeout 10] [--max-connections 200]
       The attention explorer (experiments/explorer/): a local web page over the trained runs, at
       http://127.0.0.1:8000/ by default: each run's answer to an input as `predict` prints it,
       and every attention of its model as heatmaps (every layer and head), two runs side by side,
@@ -64,7 +67,10 @@ from experiments import workdir as workdir_lib
 from experiments.checkpoints import CheckpointMismatchError
 from experiments.console import Console
 from experiments.console import UsageError
-from experiments.console import read_lines
+from experiments.console import MAX_LINE_BYTES
+from experiments.console import InputLines
+from experiments.console import add_line_limit_argument
+from experiments.console import open_lines
 from pipelines.sources import SourceError
 
 
@@ -90,6 +96,7 @@ def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
                       "the run did not save its vocabularies)")
   parser.add_argument("--heatmap", metavar="PNG", help="also save the attention heatmap here "
                       "(numbered -1, -2, ... for several inputs)")
+  add_line_limit_argument(parser)
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,14 +108,15 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--num-results", type=int, default=1, help="how many results per input")
 
 
-def read_inputs(args: argparse.Namespace, stdin: TextIO | None = None) -> list[str]:
-  """The inputs of a predict command: its INPUT arguments, or the lines of --input-file, or the
-  lines piped into standard input.
+def read_inputs(args: argparse.Namespace, stdin: TextIO | None = None) -> list[str] | InputLines:
+  """The inputs of a predict command: its INPUT arguments (a list), or the lines of --input-file
+  or of standard input, read as they are iterated (InputLines: memory does not grow with the
+  file, and each experiment answers them batch by batch, console.input_batches).
 
   Raises:
-    UsageError: no inputs at all, inputs from two places, an empty line (it cannot be run, and
-      dropping it would shift every later output against its input), or a file that cannot be
-      read or is not UTF-8 text (naming the file and line).
+    UsageError: no inputs at all, inputs from two places, or a file that cannot be opened (now);
+      while iterating: an empty line, a line over --max-line-bytes, or text that is not UTF-8
+      (naming the file and line).
   """
   stdin = stdin or sys.stdin
   if args.inputs and args.input_file:
@@ -118,15 +126,8 @@ def read_inputs(args: argparse.Namespace, stdin: TextIO | None = None) -> list[s
   if args.input_file is None and stdin.isatty():
     raise UsageError("no inputs: give them as arguments, with --input-file PATH, or pipe them "
                      "into standard input, one per line")
-  name = "standard input" if args.input_file in (None, "-") else args.input_file
-  lines = read_lines("-" if name == "standard input" else args.input_file, stdin)
-  empty = [i for i, line in enumerate(lines, start=1) if not line.strip()]
-  if empty:
-    raise UsageError(f"line {empty[0]} of {name} is empty ({len(empty)} empty lines in all); "
-                     "every line must hold one input")
-  if not lines:
-    raise UsageError(f"{name} holds no inputs")
-  return lines
+  path = "-" if args.input_file in (None, "-") else args.input_file
+  return InputLines(open_lines(path, stdin, getattr(args, "max_line_bytes", MAX_LINE_BYTES)))
 
 
 def _pairs_decoding_defaults(experiments: dict[str, registry.Experiment]) -> str | None:
@@ -185,6 +186,7 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
   evaluate.add_argument("--length-penalty", type=float, help="with --pairs: GNMT's length "
                         "penalty alpha for beam search (default: the run's own "
                         "data.length_penalty)")
+  add_line_limit_argument(evaluate)
 
   predict = commands.add_parser("predict", help="run a trained model on inputs")
   per_experiment = predict.add_subparsers(dest="experiment", required=True, metavar="experiment")
@@ -211,6 +213,12 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
   serve.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
   serve.add_argument("--max-chars", type=int, default=5000, help="the most characters of one "
                      "input text (default 5000)")
+  serve.add_argument("--body-timeout", type=float, default=10.0, metavar="SECONDS",
+                     help="drop a request whose body has not arrived this long after its headers "
+                     "(408; default 10)")
+  serve.add_argument("--max-connections", type=int, default=200, metavar="N",
+                     help="answer 503 to new requests while N connections are open or N "
+                     "requests running (default 200)")
   return parser
 
 
@@ -239,12 +247,15 @@ def _serve(args: argparse.Namespace, console: Console) -> int:
     console.note(note)
   import uvicorn  # pylint: disable=g-import-not-at-top
   from experiments.explorer import app as app_lib  # pylint: disable=g-import-not-at-top
+  from experiments.explorer import server  # pylint: disable=g-import-not-at-top
   if args.host not in LOCAL_HOSTS:
     console.note(f"note: binding {args.host}, not 127.0.0.1: other machines that reach this "
                  "address can use the explorer")
   runs_served = ", ".join(f"{r['experiment']} {r['model']}" for r in explorer.describe())
   console.note(f"serving {runs_served} at http://{args.host}:{args.port}/ (Ctrl-C stops)")
-  uvicorn.run(app_lib.create_app(explorer), host=args.host, port=args.port, log_level="warning")
+  uvicorn.Server(server.server_config(
+      app_lib.create_app(explorer), args.host, args.port, body_timeout_s=args.body_timeout,
+      max_connections=args.max_connections, max_body_bytes=app_lib.MAX_BODY_BYTES)).run()
   return 0
 
 
@@ -280,6 +291,9 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
       parser.error(f"--port must lie in [0, 65535], got {args.port}")
     if args.max_chars < 1:
       parser.error(f"--max-chars must be at least 1, got {args.max_chars}")
+    if not args.body_timeout > 0 or args.max_connections < 1:
+      parser.error(f"--body-timeout must be above 0 and --max-connections at least 1, got "
+                   f"{args.body_timeout:g} and {args.max_connections}")
     return _serve(args, console)
 
   # Argument errors (unknown experiment, model or config key, bad value) exit with status 2.

@@ -274,15 +274,18 @@ def _finish_heatmap(fig, out_path: str) -> str:
     return _save(fig, out_path)
 
 
-def numbered_paths(path: str | None, count: int) -> list[str | None]:
-  """`path` for one picture; for several, path with -1, -2, ... before the extension ('.png' when
-  it has none); `count` Nones when no path is given (no pictures wanted)."""
+def numbered_paths(path: str | None, count: int, first: int = 1,
+                   numbered: bool | None = None) -> list[str | None]:
+  """`path` for one picture; for several (`numbered`, default count > 1), path with -first,
+  -(first + 1), ... before the extension ('.png' when it has none), so that a command answering
+  its inputs batch by batch numbers them as one batch would; `count` Nones when no path is given
+  (no pictures wanted)."""
   if path is None:
     return [None] * count
-  if count == 1:
-    return [path]
+  if not (count > 1 if numbered is None else numbered):
+    return [path] * count
   stem, ext = os.path.splitext(path)
-  return [f"{stem}-{i}{ext or '.png'}" for i in range(1, count + 1)]
+  return [f"{stem}-{i}{ext or '.png'}" for i in range(first, first + count)]
 
 
 def _save(fig, out_path: str) -> str:

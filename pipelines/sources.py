@@ -35,7 +35,7 @@ import urllib.parse
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -490,3 +490,16 @@ def split_lines(text: str) -> list[str]:
   if lines and lines[-1] == "":
     lines.pop()
   return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _header_name(name: str) -> str:
+  return "".join(c for c in name.lower() if c.isalnum())
+
+
+def is_header(fields: Sequence[str], columns: Sequence[Sequence[str]]) -> bool:
+  """Whether a tab-separated line's `fields` name the columns of a layout rather than hold data:
+  at least two fields and at most len(columns), field i one of the names `columns[i]` allows
+  (case, spaces, '_' and '-' ignored: `Text_A`, `text a` and `texta` are alike)."""
+  return 2 <= len(fields) <= len(columns) and all(
+      _header_name(field) in {_header_name(name) for name in names}
+      for field, names in zip(fields, columns))

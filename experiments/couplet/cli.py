@@ -32,6 +32,7 @@ from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import cut_notice
+from experiments.console import input_batches
 from experiments.console import input_errors
 from experiments.couplet.configs import CONFIGS
 from experiments.couplet.form import FormOptions
@@ -102,7 +103,8 @@ def predict(args: argparse.Namespace, console: Console) -> int:
   check_options(args)
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="couplet",
                       command="couplet")
-  answer(run, args, console)
+  for batch in input_batches(args):
+    answer(run, batch, console)
   return 0
 
 
@@ -128,8 +130,9 @@ def answer(run: runs.Run, args: argparse.Namespace, console: Console) -> list[Ge
   too): cuts too long upper lines (with a note), generates, prints the lines through `console`
   and returns the generations (args.inputs is replaced by the upper lines as read)."""
   most = run.task.config.data.max_len - 1  # the characters the model reads (then eos)
+  first = getattr(args, "first_number", 1)
   uppers = []
-  for number, upper in enumerate(args.inputs, start=1):
+  for number, upper in enumerate(args.inputs, start=first):
     total = len(text_lib.couplet_tokenize(upper))
     if total > most:  # cut, with a note, as every experiment does with a too long input
       console.note(cut_notice(number, upper, most, total, "characters", "data.max_len - 1"))
@@ -140,8 +143,9 @@ def answer(run: runs.Run, args: argparse.Namespace, console: Console) -> list[Ge
     generations = run.task.generate(run.params, list(args.inputs), num_results=args.num_results,
                                     beam_size=args.beam_size, options=form_options(args),
                                     length_penalty=args.length_penalty, progress=True)
-  paths = plots.numbered_paths(args.heatmap, len(generations))
-  for i, (generation, path) in enumerate(zip(generations, paths)):
+  paths = plots.numbered_paths(args.heatmap, len(generations), first,
+                               getattr(args, "numbered", None))
+  for i, (generation, path) in enumerate(zip(generations, paths), start=first - 1):
     if i and args.num_results > 1:
       console.print("")
     for line in format_generation(generation, args.num_results):

@@ -5,6 +5,8 @@ HTTP API (JSON in, JSON out). Every error is {"error": "<message naming what was
 content type (POST bodies must be application/json); 404 an unknown run id or path; 405 a wrong
 method; 413 a body or an input over the limits; 422 a field of the wrong type, an unknown field
 or option, a value out of range, an empty input, control characters, zoo shapes that do not fit.
+Served by `serve` (server.py), a body that does not arrive within --body-timeout is answered 408
+and a request beyond --max-connections 503 (uvicorn's plain-text answer).
 
   GET  /                        the page: static/index.html
   GET  /static/<file>           the page's files (experiments/explorer/static/)

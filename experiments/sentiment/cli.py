@@ -3,11 +3,12 @@
     python -m experiments predict sentiment "TEXT" ... [--workdir W] [--heatmap out.png]
 
 Loads a trained run (runs.load_run: its config, the vocabularies saved beside its checkpoints and
-the best or latest parameters), classifies each text and prints the label, its probability and
-the text, tab-separated, then the attention weight of every word (weights sum to 1 over the
-words). With --heatmap the attention is saved as a PNG; with several texts the files are numbered
-(out-1.png, out-2.png, ...). A review longer than the run reads (data.max_len words) is classified
-by its first data.max_len words, with a note on standard error saying so.
+the best or latest parameters), classifies each text and prints the label, its probability and the
+text (an excerpt of a long one: console.echo), tab-separated, then the attention weight of every
+word (weights sum to 1 over the words). With --heatmap the attention is saved as a PNG; with several
+texts the files are numbered (out-1.png, out-2.png, ...). A review longer than the run reads
+(data.max_len words) is classified by its first data.max_len words, with a note on standard error
+saying so.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import cut_notice
+from experiments.console import echo
+from experiments.console import input_batches
 from experiments.console import input_errors
 from experiments.sentiment.task import Prediction
 from pipelines import datasets
@@ -52,7 +55,7 @@ def unlabelled_records(run: runs.Run, data_dir: str | None = None) -> list[dict]
 
 def format_prediction(prediction: Prediction) -> list[str]:
   """The label line, then one 'word  weight' line per word (unknown words marked)."""
-  lines = [f"{prediction.label_name}\t{prediction.probability:.4f}\t{prediction.text}"]
+  lines = [f"{prediction.label_name}\t{prediction.probability:.4f}\t{echo(prediction.text)}"]
   width = max(len(w) for w in prediction.words)
   for word, unknown, weight in zip(prediction.words, prediction.unknown,
                                    prediction.word_weights):
@@ -62,25 +65,32 @@ def format_prediction(prediction: Prediction) -> list[str]:
 
 
 def predict(args: argparse.Namespace, console: Console) -> int:
-  """Classifies args.inputs with the run in args.workdir; returns the exit status."""
+  """Classifies args.inputs with the run in args.workdir, batch by batch; returns the exit
+  status."""
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="sentiment")
-  answer(run, args, console)
+  for batch in input_batches(args):
+    answer(run, batch, console)
   return 0
 
 
 def answer(run: runs.Run, args: argparse.Namespace, console: Console) -> list[Prediction]:
   """What `predict` does once the run is loaded (the explorer calls it too): classifies
-  args.inputs, prints the lines through `console` and returns the predictions."""
+  args.inputs (one batch of console.input_batches, or a list), prints the lines through
+  `console` and returns the predictions."""
+  first = getattr(args, "first_number", 1)
   with input_errors():  # a text with no words
     predictions = run.task.predict(run.params, list(args.inputs))
-  for number, (text, prediction) in enumerate(zip(args.inputs, predictions), start=1):
+  for number, (text, prediction) in enumerate(zip(args.inputs, predictions), start=first):
     total = len(text_lib.imdb_tokenize(text))
     if total > len(prediction.words):
       console.note(cut_notice(number, text, len(prediction.words), total, "words",
                               "data.max_len"))
-  console.note(f"# {run.config.model_name} from {args.workdir} ({args.checkpoint} checkpoint, "
-               f"step {run.step}): label, probability, text; then the attention weight per word")
-  paths = plots.numbered_paths(args.heatmap, len(predictions))
+  if first == 1:
+    console.note(f"# {run.config.model_name} from {args.workdir} ({args.checkpoint} checkpoint, "
+                 f"step {run.step}): label, probability, text; then the attention weight per "
+                 "word")
+  paths = plots.numbered_paths(args.heatmap, len(predictions), first,
+                               getattr(args, "numbered", None))
   for prediction, path in zip(predictions, paths):
     for line in format_prediction(prediction):
       console.print(line)

@@ -13,6 +13,8 @@ from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import cut_notice
+from experiments.console import echo
+from experiments.console import input_batches
 from experiments.console import input_errors
 from pipelines import text as text_lib
 
@@ -29,15 +31,16 @@ def predict(args: argparse.Namespace, console: Console) -> int:
     raise UsageError(f"--top-words must be at least 0, got {args.top_words}")
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir,
                       experiment=getattr(args, "experiment", None))
-  with input_errors():
-    predictions = run.task.predict(run.params, list(args.inputs))
-  for number, (text, p) in enumerate(zip(args.inputs, predictions), start=1):
-    total = len(text_lib.imdb_tokenize(text))
-    if total > len(p.words):
-      console.note(cut_notice(number, text, len(p.words), total, "words", "data.max_len"))
-  for p in predictions:
-    console.print(f"{p.label}\t{p.probability:.4f}\t{p.text}")
-    top = sorted(zip(p.weights, p.words), reverse=True)[:args.top_words]
-    if top:
-      console.note("most attended: " + ", ".join(f"{w} {a:.3f}" for a, w in top))
+  for batch in input_batches(args):  # written batch by batch, in memory that does not grow
+    with input_errors():
+      predictions = run.task.predict(run.params, list(batch.inputs))
+    for number, (text, p) in enumerate(zip(batch.inputs, predictions), start=batch.first_number):
+      total = len(text_lib.imdb_tokenize(text))
+      if total > len(p.words):
+        console.note(cut_notice(number, text, len(p.words), total, "words", "data.max_len"))
+    for p in predictions:
+      console.print(f"{p.label}\t{p.probability:.4f}\t{echo(p.text)}")
+      top = sorted(zip(p.weights, p.words), reverse=True)[:args.top_words]
+      if top:
+        console.note("most attended: " + ", ".join(f"{w} {a:.3f}" for a, w in top))
   return 0

@@ -10,19 +10,20 @@ named runs' values. --num-results N above the run's beam widens the beam to N.
     python -m experiments translate --input-file english.txt --workdir RUN > french.txt
     python -m experiments evaluate --workdir RUN --pairs pairs.tsv [--beam-size 4]
 
-`translate` writes exactly one line per input, in input order: the best translation. With --tsv
-each line is `translation<TAB>score<TAB>input` (the score: the log-probability, length-penalized
-for beam search with a penalty), and --num-results N writes N such lines per input, best first.
-Inputs come from the arguments, --input-file or standard input, one per line, and are translated
-in batches (a progress bar on standard error). A header line, unknown source words (d2l's words
-only) and where heatmaps were saved are notes on standard error. --heatmap saves the
-source-target attention of each best translation as a PNG.
+`translate` writes exactly one line per input, in input order: the best translation. With --tsv each
+line is `translation<TAB>score<TAB>input` (the input as an excerpt, console.echo; the score: the
+log-probability, length-penalized for beam search with a penalty), and --num-results N writes N such
+lines per input, best first. Inputs come from the arguments, --input-file or standard input, one per
+line, and are translated in batches (a progress bar on standard error). A header line, unknown
+source words (d2l's words only) and where heatmaps were saved are notes on standard error. --heatmap
+saves the source-target attention of each best translation as a PNG.
 
-`evaluate --pairs FILE` scores a run on your own English-French pairs: FILE is UTF-8 text, one
-pair a line, `English<TAB>French`, no header (a sentence on several lines has several
-references). It prints JSON: cased sacreBLEU, lowercased BLEU and chrF of the translations (beam
-search with the run's beam and length penalty unless --beam-size / --length-penalty say
-otherwise; 1 is greedy search) with the sacreBLEU signature of each.
+`evaluate --pairs FILE` scores a run on your own English-French pairs: FILE is UTF-8 text, one pair
+a line, `English<TAB>French` (a sentence on several lines has several references); a first line that
+names the columns (PAIR_HEADER: `english<TAB>french`, `en<TAB>fr`, `source<TAB>target`) is skipped
+with a note. It prints JSON: cased sacreBLEU, lowercased BLEU and chrF of the translations (beam
+search with the run's beam and length penalty unless --beam-size / --length-penalty say otherwise; 1
+is greedy search) with the sacreBLEU signature of each.
 """
 
 from __future__ import annotations
@@ -35,12 +36,17 @@ from experiments import plots
 from experiments import runs
 from experiments.console import Console
 from experiments.console import UsageError
+from experiments.console import MAX_LINE_BYTES
 from experiments.console import cut_notice
+from experiments.console import echo
+from experiments.console import header_note
+from experiments.console import input_batches
 from experiments.console import input_errors
-from experiments.console import read_lines
+from experiments.console import open_lines
 from experiments.seq2seq import configs as seq2seq_configs
 from experiments.translation.configs import CONFIGS
 from experiments.translation.task import Translation
+from pipelines.sources import is_header
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +66,8 @@ def predict(args: argparse.Namespace, console: Console) -> int:
   check_options(args)
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="translation",
                       command="translate")
-  answer(run, args, console)
+  for batch in input_batches(args):
+    answer(run, batch, console)
   return 0
 
 
@@ -86,7 +93,7 @@ def format_translation(translation: Translation, tsv: bool) -> list[str]:
   `translation<TAB>score<TAB>input` line per alternative, best first."""
   if not tsv:
     return [translation.text]
-  return [f"{text}\t{value:.4f}\t{translation.source}"
+  return [f"{text}\t{value:.4f}\t{echo(translation.source)}"
           for text, value in zip(translation.alternatives, translation.alternative_scores)]
 
 
@@ -99,7 +106,8 @@ def answer(run: runs.Run, args: argparse.Namespace, console: Console) -> list[Tr
                      "the encoder-decoder without attention, so it has no heatmap to draw; "
                      "leave out --heatmap")
   most = task.config.data.max_src_len - 1  # the source's tokens the model reads (then eos)
-  for number, text in enumerate(args.inputs, start=1):
+  first = getattr(args, "first_number", 1)
+  for number, text in enumerate(args.inputs, start=first):
     total = len(task.text.tokenize(text))
     if total > most:
       console.note(cut_notice(number, text, most, total, "tokens", "data.max_src_len - 1"))
@@ -113,9 +121,11 @@ def answer(run: runs.Run, args: argparse.Namespace, console: Console) -> list[Tr
                                   num_results=num_results, length_penalty=alpha,
                                   with_attention=bool(args.heatmap), progress=True)
   columns = f"translation, {score}, input" if args.tsv else "translation"
-  console.note(f"# {task.config.model_name} from {args.workdir} ({args.checkpoint} checkpoint, "
-               f"step {run.step}), {search}: {columns}")
-  paths = plots.numbered_paths(args.heatmap, len(translations))
+  if first == 1:
+    console.note(f"# {task.config.model_name} from {args.workdir} ({args.checkpoint} "
+                 f"checkpoint, step {run.step}), {search}: {columns}")
+  paths = plots.numbered_paths(args.heatmap, len(translations), first,
+                               getattr(args, "numbered", None))
   for translation, path in zip(translations, paths):
     for line in format_translation(translation, args.tsv):
       console.print(line)
@@ -138,17 +148,28 @@ def decoding(data, beam_size: int | None, length_penalty: float | None,
   return beam, (alpha if beam > 1 else 0.0)
 
 
-def read_pairs(path: str) -> tuple[list[str], list[str]]:
-  """The (English, French) pairs of a TSV file, one `English<TAB>French` pair a line.
+# The names a header line of a pairs file may give each column (pipelines.sources.is_header).
+PAIR_HEADER = (("english", "en", "eng", "source", "src"),
+               ("french", "fr", "fra", "target", "tgt", "reference", "ref"))
+
+
+def read_pairs(path: str, max_line_bytes: int = MAX_LINE_BYTES,
+               on_header=None) -> tuple[list[str], list[str]]:
+  """The (English, French) pairs of a TSV file, one `English<TAB>French` pair a line, read line by
+  line; a first line that is a header (PAIR_HEADER, e.g. `english<TAB>french`) is skipped and
+  handed to `on_header`.
 
   Raises:
     UsageError: a line without exactly two tab-separated fields, or with an empty one (naming
-      the line), or a file with no pairs.
+      the line), a line over max_line_bytes or not UTF-8 text, or a file with no pairs.
   """
-  lines = read_lines(path)  # UsageError naming the file and line when it is not UTF-8 text
   sources, references = [], []
-  for number, line in enumerate(lines, start=1):
+  for number, line in enumerate(open_lines(path, max_line_bytes=max_line_bytes), start=1):
     fields = line.split("\t")
+    if number == 1 and is_header(fields, PAIR_HEADER):
+      if on_header is not None:
+        on_header(line)
+      continue
     if len(fields) != 2:
       raise UsageError(f"{path}, line {number}: expected English<TAB>French (two fields), got "
                        f"{len(fields)} field{'s' if len(fields) != 1 else ''}: {line[:60]!r}")
@@ -169,7 +190,9 @@ def evaluate_pairs(args: argparse.Namespace, console: Console) -> int:
   if args.beam_size == 1 and args.length_penalty is not None:
     raise UsageError("--length-penalty applies to beam search only, not to --beam-size 1 "
                      "(greedy search)")
-  sources, references = read_pairs(args.pairs)
+  limit = getattr(args, "max_line_bytes", MAX_LINE_BYTES)
+  sources, references = read_pairs(args.pairs, limit,
+                                  lambda line: console.note(header_note(args.pairs, line)))
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="translation",
                       command="evaluate --pairs")
   beam, alpha = decoding(run.task.config.data, args.beam_size, args.length_penalty)

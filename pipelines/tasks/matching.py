@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import hashlib
 import os
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from pipelines import subword
 from pipelines import text as text_lib
 from pipelines.batching import Batch, Batcher, Ragged
 from pipelines.checks import positive_int
-from pipelines.sources import SourceError, decode_utf8, read_bytes, split_lines
+from pipelines.sources import SourceError, decode_utf8, is_header, read_bytes, split_lines
 from pipelines.tasks.common import (SPLITS, Records, Split, TaskData, check_boundaries,
                                     encode_truncated, load_or_build_vocab, quarter_boundaries,
                                     read_records)
@@ -417,32 +417,57 @@ class MatchingData(TaskData):
                      options)
 
 
+# The names a header line of a pairs file may give each column (pipelines.sources.is_header).
+PAIR_HEADER = (("sentence1", "sentence_a", "text_a", "question1", "query1", "q1"),
+               ("sentence2", "sentence_b", "text_b", "question2", "query2", "q2"),
+               ("label", "is_duplicate", "similar"))
+
+
+def pair_row(line: str, where: str) -> tuple[str, str, int | None]:
+  """One line of a user's pairs, `sentence1 TAB sentence2 [TAB label]`, as (sentence1, sentence2,
+  label 0/1 or None without a third column).
+
+  Raises:
+    SourceError (a ValueError) naming `where`: fewer than two or more than three columns (a
+      blank line too), an empty sentence, a label other than 0/1.
+  """
+  fields = line.split("\t")
+  if not 2 <= len(fields) <= 3:
+    raise SourceError(f"{where}: expected sentence1 TAB sentence2 [TAB label], got "
+                      f"{len(fields)} column(s): {line[:60]!r}")
+  for field, sentence in zip(FIELDS, fields):
+    if not sentence.strip():
+      raise SourceError(f"{where}: {field} is empty")
+  label = None
+  if len(fields) == 3:
+    if fields[2].strip() not in ("0", "1"):
+      raise SourceError(f"{where}: the label must be 0 or 1, got {fields[2][:60]!r}")
+    label = int(fields[2])
+  return fields[0], fields[1], label
+
+
+def pair_rows(lines: Iterable[str], name: str,
+              on_header: Callable[[str], None] | None = None
+              ) -> Iterator[tuple[str, str, int | None]]:
+  """pair_row of each line of the file `name`, read as they are iterated; a first line that is a
+  header (PAIR_HEADER, e.g. `text_a TAB text_b TAB label`) is skipped and handed to `on_header`."""
+  for number, line in enumerate(lines, start=1):
+    if number == 1 and is_header(line.split("\t"), PAIR_HEADER):
+      if on_header is not None:
+        on_header(line)
+      continue
+    yield pair_row(line, f"{name}:{number}")
+
+
 def read_pairs_tsv(path: str | os.PathLike) -> list[tuple[str, str, int | None]]:
-  """A user's pairs: one `sentence1 TAB sentence2 [TAB label]` a line (UTF-8).
+  """A user's pairs: one `sentence1 TAB sentence2 [TAB label]` a line (UTF-8); a first line that
+  is a header (PAIR_HEADER) is skipped.
 
   Returns:
     (sentence1, sentence2, label 0/1, or None where the line has no third column) per line.
 
   Raises:
-    SourceError (a ValueError) naming the file and line: fewer than two or more than three
-      columns (a blank line too), an empty sentence, a label other than 0/1, invalid UTF-8.
+    SourceError (a ValueError) naming the file and line: what pair_row refuses, invalid UTF-8.
   """
   path = os.fspath(path)
-  data = read_bytes(path)
-  out = []
-  for number, line in enumerate(split_lines(decode_utf8(data, path)), start=1):
-    where = f"{path}:{number}"
-    fields = line.split("\t")
-    if not 2 <= len(fields) <= 3:
-      raise SourceError(f"{where}: expected sentence1 TAB sentence2 [TAB label], got "
-                        f"{len(fields)} column(s): {line[:60]!r}")
-    for field, sentence in zip(FIELDS, fields):
-      if not sentence.strip():
-        raise SourceError(f"{where}: {field} is empty")
-    label = None
-    if len(fields) == 3:
-      if fields[2].strip() not in ("0", "1"):
-        raise SourceError(f"{where}: the label must be 0 or 1, got {fields[2]!r}")
-      label = int(fields[2])
-    out.append((fields[0], fields[1], label))
-  return out
+  return list(pair_rows(split_lines(decode_utf8(read_bytes(path), path)), path))

@@ -225,6 +225,15 @@ def test_predict_prints_label_and_probability_per_pair(trained_run, capsys, tmp_
   pairs.write_text("花呗怎么还款\t怎么还花呗\t1\n借呗能提额吗\t借呗提额\n", encoding="utf-8")
   assert cli.main(["match", "--input-file", str(pairs), "--workdir", workdir]) == 0
   assert capsys.readouterr().out.splitlines() == lines  # the same pairs, the same answers
+  # A header line is skipped with a note; the heatmaps are numbered by pair, not by line.
+  pairs.write_text("text_a\ttext_b\tlabel\n" + pairs.read_text(encoding="utf-8"), encoding="utf-8")
+  assert cli.main(["match", "--input-file", str(pairs), "--workdir", workdir, "--heatmap",
+                   str(tmp_path / "file.png")]) == 0
+  captured = capsys.readouterr()
+  assert captured.out.splitlines() == lines
+  assert (f"note: line 1 of {pairs} ('text_a\\ttext_b\\tlabel') names the columns: read as a "
+          "header and skipped") in captured.err.splitlines()
+  assert sorted(p.name for p in tmp_path.glob("file*.png")) == ["file-1.png", "file-2.png"]
   for threshold, label in (("0", "1"), ("1", "0")):
     assert cli.main(["match", "--input-file", str(pairs), "--workdir", workdir,
                      "--threshold", threshold]) == 0
@@ -237,11 +246,15 @@ def test_evaluate_pairs_scores_a_users_file(trained_run, capsys, tmp_path):
   run = runs.load_run(workdir)
   rows = [("花呗怎么还款", "怎么还花呗", 1), ("借呗能提额吗", "借呗提额", 1),
           ("花呗逾期了怎么办", "支付宝怎么实名", 0), ("蚂蚁借呗怎么关闭", "借呗还款日", 0)]
-  pairs = tmp_path / "labelled.tsv"
-  pairs.write_text("".join(f"{a}\t{b}\t{y}\n" for a, b, y in rows), encoding="utf-8")
+  pairs = tmp_path / "labelled.tsv"  # with a header line: skipped, with a note
+  pairs.write_text("sentence1\tsentence2\tlabel\n" +
+                   "".join(f"{a}\t{b}\t{y}\n" for a, b, y in rows), encoding="utf-8")
   capsys.readouterr()
   assert cli.main(["evaluate", "--workdir", workdir, "--pairs", str(pairs)]) == 0
-  scores = json.loads(capsys.readouterr().out)
+  captured = capsys.readouterr()
+  assert captured.err.splitlines() == [f"note: line 1 of {pairs} ('sentence1\\tsentence2\\tlabel') "
+                                       "names the columns: read as a header and skipped"]
+  scores = json.loads(captured.out)
   prob = run.task.probabilities(run.params, [(a, b) for a, b, _ in rows])
   expected = metrics_lib.binary_metrics([y for *_, y in rows], prob)
   for name, value in expected.items():
@@ -274,6 +287,15 @@ def test_file_inputs_need_a_tab_and_evaluate_needs_labels(trained_run, capsys, t
   unlabelled.write_text("花呗怎么还款\t怎么还花呗\n", encoding="utf-8")
   assert cli.main(["evaluate", "--workdir", workdir, "--pairs", str(unlabelled)]) == 2
   assert f"line 1 of {unlabelled} has no label" in capsys.readouterr().err
+  unlabelled.write_text("text_a\ttext_b\n花呗怎么还款\t怎么还花呗\n", encoding="utf-8")
+  assert cli.main(["evaluate", "--workdir", workdir, "--pairs", str(unlabelled)]) == 2
+  assert f"line 2 of {unlabelled} has no label" in capsys.readouterr().err  # the file's line
+  extra = tmp_path / "extra.tsv"  # more columns than sentence1, sentence2, label
+  extra.write_text("花呗\t借呗\t1\n花呗\t借呗\t1\tmore\n", encoding="utf-8")
+  assert cli.main(["predict", "matching", "--input-file", str(extra), "--workdir", workdir]) == 2
+  assert capsys.readouterr().err.splitlines() == [
+      f"error: line 2 of {extra} has 4 columns; a pair has at most three, "
+      "sentence1<TAB>sentence2<TAB>label: '花呗\\t借呗\\t1\\tmore'"]
 
 
 def test_a_question_longer_than_the_model_reads_is_cut_with_a_note(trained_run, capsys):

@@ -6,8 +6,10 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import types
 
 import jax
+
 import numpy as np
 import pytest
 
@@ -226,11 +228,19 @@ def test_one_source_is_decoded_as_one_row_with_the_full_batchs_result(tiny_runs)
 @pytest.mark.parametrize("host, note", [(None, False), ("0.0.0.0", True)])
 def test_serve_binds_localhost_unless_told_and_says_so(tiny_runs, monkeypatch, capsys, host, note):
   import uvicorn  # pylint: disable=g-import-not-at-top
+  from experiments.explorer import server  # pylint: disable=g-import-not-at-top
   started = {}
-  monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: started.update(app=app, **kwargs))
+  # What would be served, recorded (a real Config would set up uvicorn's logging on capsys).
+  monkeypatch.setattr(uvicorn, "Config", lambda app, **kwargs: {"app": app, **kwargs})
+  monkeypatch.setattr(uvicorn, "Server", lambda config: types.SimpleNamespace(
+      run=lambda: started.update(config)))
   argv = ["serve", "--workdir", tiny_runs["sentiment_pooling"], "--port", "8123"]
   assert engine_cli.main(argv + ([] if host is None else ["--host", host])) == 0
   assert started["host"] == (host or "127.0.0.1") and started["port"] == 8123
+  # Every bound of server.py: the body deadline outermost, uvicorn's and h11's limits.
+  assert isinstance(started["app"], server.BodyDeadline) and started["app"].timeout_s == 10.0
+  assert (started["limit_concurrency"], started["timeout_keep_alive"],
+          started["h11_max_incomplete_event_size"]) == (200, 5, 16 * 1024)
   err = capsys.readouterr().err
   assert ("note: binding 0.0.0.0, not 127.0.0.1" in err) == note
   assert f"serving sentiment ngram_attn at http://{host or '127.0.0.1'}:8123/" in err
