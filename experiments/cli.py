@@ -61,44 +61,13 @@ from experiments import registry
 from experiments import runs
 from experiments import trainer
 from experiments import workdir as workdir_lib
+from experiments.cli_flags import add_predict_arguments
+from experiments.cli_flags import checkpoint_choice
 from experiments.checkpoints import CheckpointMismatchError
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import read_lines
 from pipelines.sources import SourceError
-
-
-def checkpoint_choice(value: str) -> str:
-  """--checkpoint's type: 'best', 'latest' or the step number of a kept checkpoint."""
-  if not runs.is_checkpoint_choice(value):
-    raise argparse.ArgumentTypeError(f"expected best, latest or a step number, got {value!r}")
-  return value
-
-
-def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
-  """The flags every experiment's predict command has (its own come from its cli.py)."""
-  parser.add_argument("inputs", nargs="*", help="texts to run the model on (none: read them one "
-                      "per line from --input-file or standard input)")
-  parser.add_argument("--input-file", metavar="PATH", help="read the inputs from this UTF-8 file, "
-                      "one per line ('-': standard input)")
-  parser.add_argument("--workdir", help="the training run's directory (default: runs/<experiment>-"
-                      "<model>)")
-  parser.add_argument("--model", help="the model, to find the default --workdir")
-  parser.add_argument("--checkpoint", type=checkpoint_choice, default="best",
-                      metavar="best|latest|STEP")
-  parser.add_argument("--data-dir", help="where the run's data lives, if it moved (read only when "
-                      "the run did not save its vocabularies)")
-  parser.add_argument("--heatmap", metavar="PNG", help="also save the attention heatmap here "
-                      "(numbered -1, -2, ... for several inputs)")
-
-
-def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
-  """--beam-size and --num-results, for the predict commands of the experiments that decode with
-  a search (translation, couplet), which call this from their own add_arguments: a classifier's
-  command does not offer flags it would ignore."""
-  parser.add_argument("--beam-size", type=int, help="beam width (default: the run's own "
-                      "data.beam_size; 1: greedy search)")
-  parser.add_argument("--num-results", type=int, default=1, help="how many results per input")
 
 
 def read_inputs(args: argparse.Namespace, stdin: TextIO | None = None) -> list[str]:

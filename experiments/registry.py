@@ -9,7 +9,8 @@ An experiment is a Python package (or module) that registers one `Experiment` wh
         default_model="bilstm_mean",
         add_predict_arguments=cli.add_arguments,     # optional: its `predict` command
         predict=cli.predict,
-        aliases=("classify",)))                      # optional extra top-level commands
+        aliases=("classify",),                       # optional extra top-level commands
+        answerer=answerer.ANSWERER))                 # optional: served by the explorer
                                                      # (and evaluate_pairs, see Experiment)
 
 The engine never names an experiment. It finds them
@@ -31,6 +32,7 @@ import importlib.metadata
 import pkgutil
 from typing import Any, Callable, Iterable, Mapping
 
+from experiments.answers import Answerer
 from experiments.config import Config
 
 ENTRY_POINT_GROUP = "attention_zoo.experiments"
@@ -48,7 +50,7 @@ class Experiment:
     predict: optional `predict(args, console) -> int` for `python -m experiments predict <name>`:
       args is the argparse.Namespace (inputs, workdir, checkpoint, data_dir, heatmap and the
       experiment's own flags; beam_size and num_results where its add_predict_arguments calls
-      experiments.cli.add_decoding_arguments), console the experiments.console.Console that
+      experiments.cli_flags.add_decoding_arguments), console the experiments.console.Console that
       everything it prints goes through; it returns the exit status.
     add_predict_arguments: optional function adding the experiment's own flags to its predict
       parser.
@@ -57,6 +59,8 @@ class Experiment:
       examples (args: workdir, pairs, checkpoint, data_dir, beam_size), printing through console.
     aliases: extra top-level commands meaning `predict <name>` ('translate', 'couplet').
     description: one line for --help.
+    answerer: optional experiments.answers.Answerer: how a run answers one input for the attention
+      explorer (`serve`); a run of an experiment without one is not served.
   """
   name: str
   make_task: Callable[[Config], Any]
@@ -67,6 +71,7 @@ class Experiment:
   evaluate_pairs: Callable[[argparse.Namespace, Any], int] | None = None
   aliases: tuple[str, ...] = ()
   description: str = ""
+  answerer: Answerer | None = None
 
   def __post_init__(self):
     if self.default_model not in self.configs:

@@ -12,6 +12,7 @@ alias 'couplet').
 """
 
 from experiments import registry
+from experiments.couplet import answerer
 from experiments.couplet import cli
 from experiments.couplet.configs import CONFIGS
 from experiments.couplet.configs import DEFAULT_MODEL
@@ -20,7 +21,8 @@ from experiments.couplet.task import Generation
 
 EXPERIMENT = registry.register(registry.Experiment(
     name="couplet", make_task=CoupletTask, configs=CONFIGS, default_model=DEFAULT_MODEL,
-    predict=cli.predict, add_predict_arguments=cli.add_predict_arguments, aliases=("couplet",),
+    predict=cli.predict, add_predict_arguments=cli.add_predict_arguments,
+    answerer=answerer.ANSWERER, aliases=("couplet",),
     description="Chinese couplets: Luong LSTM seq2seq with input feeding, or a Transformer; "
                 "beam search that keeps the form (length; optionally punctuation, no copies)"),
     replace=True)
