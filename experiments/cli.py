@@ -25,6 +25,11 @@
       `predict couplet`, `classify` = `predict sentiment`.
   list
       The registered experiments and their models.
+  <command> <experiment> [...]
+      The commands experiments add for work over their trained runs that is not a model's
+      (registry.Experiment.commands): `report couplet` and `report matching` (a run scored on
+      whole splits), `table couplet` (random couplets side by side), `by-length translation`
+      (BLEU by source length); `<command> <experiment> --help` gives each one's flags.
   serve --workdir RUN [--workdir RUN ...] [--host 127.0.0.1] [--port 8000] [--max-chars 5000]
       The attention explorer (experiments/explorer/): a local web page over the trained runs, at
       http://127.0.0.1:8000/ by default: each run's answer to an input as `predict` prints it,
@@ -170,6 +175,7 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
         exp.add_predict_arguments(sub)
 
   commands.add_parser("list", help="list the experiments and their models")
+  _add_experiment_commands(commands, experiments)
 
   serve = commands.add_parser("serve", help="the attention explorer: a local web page over "
                               "trained runs")
@@ -181,6 +187,44 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
   serve.add_argument("--max-chars", type=int, default=5000, help="the most characters of one "
                      "input text (default 5000)")
   return parser
+
+
+BUILTIN_COMMANDS = ("train", "evaluate", "predict", "list", "serve")
+
+
+def experiment_commands(experiments: dict[str, registry.Experiment]
+                        ) -> dict[str, dict[str, registry.Command]]:
+  """Command name -> {experiment name: its Command}: the commands experiments add
+  (registry.Experiment.commands).
+
+  Raises:
+    ValueError: a command named like a built-in command or an experiment's alias.
+  """
+  taken = {name: "a built-in command" for name in BUILTIN_COMMANDS}
+  taken.update({alias: f"the {name} experiment's alias" for name, exp in experiments.items()
+                for alias in exp.aliases})
+  out: dict[str, dict[str, registry.Command]] = {}
+  for name, exp in sorted(experiments.items()):
+    for command, declared in exp.commands.items():
+      if command in taken:
+        raise ValueError(f"the {name} experiment's command {command!r} is already "
+                         f"{taken[command]}; name it otherwise")
+      out.setdefault(command, {})[name] = declared
+  return out
+
+
+def _add_experiment_commands(commands, experiments: dict[str, registry.Experiment]) -> None:
+  """`<command> <experiment> ...` for every command an experiment adds."""
+  for command, owners in sorted(experiment_commands(experiments).items()):
+    parser = commands.add_parser(command, help="; ".join(f"{name}: {declared.help}"
+                                                         for name, declared in owners.items()))
+    per_experiment = parser.add_subparsers(dest="experiment", required=True,
+                                           metavar="experiment")
+    for name, declared in owners.items():
+      sub = per_experiment.add_parser(name, help=declared.help,
+                                      description=declared.description or declared.help)
+      declared.add_arguments(sub)
+      sub.set_defaults(experiment_command=declared)
 
 
 def _list(experiments: dict[str, registry.Experiment], console: Console) -> int:
@@ -267,6 +311,8 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
       if given:  # a split's evaluation decodes as the run was trained to
         raise ValueError(f"{' and '.join(given)} apply to --pairs only; a split is evaluated "
                          "with the run's own decoding settings")
+    elif hasattr(args, "experiment_command"):
+      pass  # an experiment's own command checks its own arguments
     elif args.command == "predict" or hasattr(args, "inputs"):
       exp = registry.get_experiment(args.experiment)
       if args.workdir is None:
@@ -288,6 +334,8 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
       distributed.initialize(processes, report=console.error)
       result = trainer.train(runs.make_task(cfg), cfg, args.workdir or runs.default_workdir(cfg))
       return 0 if result.interrupted is None else 128 + int(result.interrupted)
+    if hasattr(args, "experiment_command"):
+      return int(args.experiment_command.run(args, console) or 0)
     if args.command == "evaluate" and args.pairs is not None:
       return _evaluate_pairs(args, console)
     if args.command == "evaluate":

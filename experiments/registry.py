@@ -10,7 +10,8 @@ An experiment is a Python package (or module) that registers one `Experiment` wh
         add_predict_arguments=cli.add_arguments,     # optional: its `predict` command
         predict=cli.predict,
         aliases=("classify",),                       # optional extra top-level commands
-        answerer=answerer.ANSWERER))                 # optional: served by the explorer
+        answerer=answerer.ANSWERER,                  # optional: served by the explorer
+        commands={"report": report.COMMAND}))        # optional: its own commands (`report <name>`)
                                                      # (and evaluate_pairs, see Experiment)
 
 The engine never names an experiment. It finds them
@@ -39,6 +40,28 @@ ENTRY_POINT_GROUP = "attention_zoo.experiments"
 
 
 @dataclasses.dataclass(frozen=True)
+class Command:
+  """A command an experiment adds to `python -m experiments` beside predict, for work over its
+  trained runs that is not a model's (a report on whole splits, a table of samples):
+  `python -m experiments <name> <experiment> ...`, where <name> is its key in
+  Experiment.commands (one command name may serve several experiments: `report couplet`,
+  `report matching`).
+
+  Attributes:
+    help: one line for --help.
+    add_arguments: adds the command's own flags to its parser.
+    run: `run(args, console) -> int`: does the work, printing through the console
+      (experiments.console.Console); raises console.UsageError for the user's mistake (exit 2, as
+      does a FileNotFoundError), ValueError for a failure while running (exit 1).
+    description: the longer text of its --help (default: `help`).
+  """
+  help: str
+  add_arguments: Callable[[argparse.ArgumentParser], None]
+  run: Callable[[argparse.Namespace, Any], int]
+  description: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class Experiment:
   """A registered experiment.
 
@@ -61,6 +84,8 @@ class Experiment:
     description: one line for --help.
     answerer: optional experiments.answers.Answerer: how a run answers one input for the attention
       explorer (`serve`); a run of an experiment without one is not served.
+    commands: name -> Command: the experiment's own commands over its runs (`python -m
+      experiments <name> <experiment> ...`).
   """
   name: str
   make_task: Callable[[Config], Any]
@@ -72,6 +97,7 @@ class Experiment:
   aliases: tuple[str, ...] = ()
   description: str = ""
   answerer: Answerer | None = None
+  commands: Mapping[str, Command] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
     if self.default_model not in self.configs:
