@@ -12,6 +12,7 @@ import jax
 import numpy as np
 import pytest
 
+from experiments import answers
 from experiments import cli as engine_cli
 from experiments import config as config_lib
 from experiments import registry
@@ -71,6 +72,11 @@ def test_the_registry_says_how_a_run_answers_or_why_it_is_refused(tiny_runs):
     assert not e.value.damaged
   finally:
     registry.register(sentiment, replace=True)
+
+
+def test_an_answerer_takes_a_text_or_a_pair_only():
+  with pytest.raises(ValueError, match="Answerer.input must be 'text' or 'pair', got 'image'"):
+    answers.Answerer("image", lambda run, limits: {}, lambda run, value, options, console: None)
 
 
 def test_a_damaged_checkpoint_is_refused(tiny_runs, tmp_path):
