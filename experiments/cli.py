@@ -27,6 +27,11 @@
       `predict couplet`, `classify` = `predict sentiment`.
   list
       The registered experiments and their models.
+  <command> <experiment> [...]
+      The commands experiments add for work over their trained runs that is not a model's
+      (registry.Experiment.commands): `report couplet` and `report matching` (a run scored on
+      whole splits), `table couplet` (random couplets side by side), `by-length translation`
+      (BLEU by source length); `<command> <experiment> --help` gives each one's flags.
   serve --workdir RUN [--workdir RUN ...] [--host 127.0.0.1] [--port 8000] [--max-chars 5000]
         [--body-timeout 10] [--max-connections 200]
       The attention explorer (experiments/explorer/): a local web page over the trained runs, at
@@ -64,6 +69,8 @@ from experiments import registry
 from experiments import runs
 from experiments import trainer
 from experiments import workdir as workdir_lib
+from experiments.cli_flags import add_predict_arguments
+from experiments.cli_flags import checkpoint_choice
 from experiments.checkpoints import CheckpointMismatchError
 from experiments.console import Console
 from experiments.console import UsageError
@@ -72,40 +79,6 @@ from experiments.console import InputLines
 from experiments.console import add_line_limit_argument
 from experiments.console import open_lines
 from pipelines.sources import SourceError
-
-
-def checkpoint_choice(value: str) -> str:
-  """--checkpoint's type: 'best', 'latest' or the step number of a kept checkpoint."""
-  if not runs.is_checkpoint_choice(value):
-    raise argparse.ArgumentTypeError(f"expected best, latest or a step number, got {value!r}")
-  return value
-
-
-def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
-  """The flags every experiment's predict command has (its own come from its cli.py)."""
-  parser.add_argument("inputs", nargs="*", help="texts to run the model on (none: read them one "
-                      "per line from --input-file or standard input)")
-  parser.add_argument("--input-file", metavar="PATH", help="read the inputs from this UTF-8 file, "
-                      "one per line ('-': standard input)")
-  parser.add_argument("--workdir", help="the training run's directory (default: runs/<experiment>-"
-                      "<model>)")
-  parser.add_argument("--model", help="the model, to find the default --workdir")
-  parser.add_argument("--checkpoint", type=checkpoint_choice, default="best",
-                      metavar="best|latest|STEP")
-  parser.add_argument("--data-dir", help="where the run's data lives, if it moved (read only when "
-                      "the run did not save its vocabularies)")
-  parser.add_argument("--heatmap", metavar="PNG", help="also save the attention heatmap here "
-                      "(numbered -1, -2, ... for several inputs)")
-  add_line_limit_argument(parser)
-
-
-def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
-  """--beam-size and --num-results, for the predict commands of the experiments that decode with
-  a search (translation, couplet), which call this from their own add_arguments: a classifier's
-  command does not offer flags it would ignore."""
-  parser.add_argument("--beam-size", type=int, help="beam width (default: the run's own "
-                      "data.beam_size; 1: greedy search)")
-  parser.add_argument("--num-results", type=int, default=1, help="how many results per input")
 
 
 def read_inputs(args: argparse.Namespace, stdin: TextIO | None = None) -> list[str] | InputLines:
@@ -203,6 +176,7 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
         exp.add_predict_arguments(sub)
 
   commands.add_parser("list", help="list the experiments and their models")
+  _add_experiment_commands(commands, experiments)
 
   serve = commands.add_parser("serve", help="the attention explorer: a local web page over "
                               "trained runs")
@@ -220,6 +194,44 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
                      help="answer 503 to new requests while N connections are open or N "
                      "requests running (default 200)")
   return parser
+
+
+BUILTIN_COMMANDS = ("train", "evaluate", "predict", "list", "serve")
+
+
+def experiment_commands(experiments: dict[str, registry.Experiment]
+                        ) -> dict[str, dict[str, registry.Command]]:
+  """Command name -> {experiment name: its Command}: the commands experiments add
+  (registry.Experiment.commands).
+
+  Raises:
+    ValueError: a command named like a built-in command or an experiment's alias.
+  """
+  taken = {name: "a built-in command" for name in BUILTIN_COMMANDS}
+  taken.update({alias: f"the {name} experiment's alias" for name, exp in experiments.items()
+                for alias in exp.aliases})
+  out: dict[str, dict[str, registry.Command]] = {}
+  for name, exp in sorted(experiments.items()):
+    for command, declared in exp.commands.items():
+      if command in taken:
+        raise ValueError(f"the {name} experiment's command {command!r} is already "
+                         f"{taken[command]}; name it otherwise")
+      out.setdefault(command, {})[name] = declared
+  return out
+
+
+def _add_experiment_commands(commands, experiments: dict[str, registry.Experiment]) -> None:
+  """`<command> <experiment> ...` for every command an experiment adds."""
+  for command, owners in sorted(experiment_commands(experiments).items()):
+    parser = commands.add_parser(command, help="; ".join(f"{name}: {declared.help}"
+                                                         for name, declared in owners.items()))
+    per_experiment = parser.add_subparsers(dest="experiment", required=True,
+                                           metavar="experiment")
+    for name, declared in owners.items():
+      sub = per_experiment.add_parser(name, help=declared.help,
+                                      description=declared.description or declared.help)
+      declared.add_arguments(sub)
+      sub.set_defaults(experiment_command=declared)
 
 
 def _list(experiments: dict[str, registry.Experiment], console: Console) -> int:
@@ -312,6 +324,8 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
       if given:  # a split's evaluation decodes as the run was trained to
         raise ValueError(f"{' and '.join(given)} apply to --pairs only; a split is evaluated "
                          "with the run's own decoding settings")
+    elif hasattr(args, "experiment_command"):
+      pass  # an experiment's own command checks its own arguments
     elif args.command == "predict" or hasattr(args, "inputs"):
       exp = registry.get_experiment(args.experiment)
       if args.workdir is None:
@@ -333,6 +347,8 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
       distributed.initialize(processes, report=console.error)
       result = trainer.train(runs.make_task(cfg), cfg, args.workdir or runs.default_workdir(cfg))
       return 0 if result.interrupted is None else 128 + int(result.interrupted)
+    if hasattr(args, "experiment_command"):
+      return int(args.experiment_command.run(args, console) or 0)
     if args.command == "evaluate" and args.pairs is not None:
       return _evaluate_pairs(args, console)
     if args.command == "evaluate":

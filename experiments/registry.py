@@ -9,7 +9,9 @@ An experiment is a Python package (or module) that registers one `Experiment` wh
         default_model="bilstm_mean",
         add_predict_arguments=cli.add_arguments,     # optional: its `predict` command
         predict=cli.predict,
-        aliases=("classify",)))                      # optional extra top-level commands
+        aliases=("classify",),                       # optional extra top-level commands
+        answerer=answerer.ANSWERER,                  # optional: served by the explorer
+        commands={"report": report.COMMAND}))        # optional: its own commands (`report <name>`)
                                                      # (and evaluate_pairs, see Experiment)
 
 The engine never names an experiment. It finds them
@@ -31,9 +33,32 @@ import importlib.metadata
 import pkgutil
 from typing import Any, Callable, Iterable, Mapping
 
+from experiments.answers import Answerer
 from experiments.config import Config
 
 ENTRY_POINT_GROUP = "attention_zoo.experiments"
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+  """A command an experiment adds to `python -m experiments` beside predict, for work over its
+  trained runs that is not a model's (a report on whole splits, a table of samples):
+  `python -m experiments <name> <experiment> ...`, where <name> is its key in
+  Experiment.commands (one command name may serve several experiments: `report couplet`,
+  `report matching`).
+
+  Attributes:
+    help: one line for --help.
+    add_arguments: adds the command's own flags to its parser.
+    run: `run(args, console) -> int`: does the work, printing through the console
+      (experiments.console.Console); raises console.UsageError for the user's mistake (exit 2, as
+      does a FileNotFoundError), ValueError for a failure while running (exit 1).
+    description: the longer text of its --help (default: `help`).
+  """
+  help: str
+  add_arguments: Callable[[argparse.ArgumentParser], None]
+  run: Callable[[argparse.Namespace, Any], int]
+  description: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +73,7 @@ class Experiment:
     predict: optional `predict(args, console) -> int` for `python -m experiments predict <name>`:
       args is the argparse.Namespace (inputs, workdir, checkpoint, data_dir, heatmap and the
       experiment's own flags; beam_size and num_results where its add_predict_arguments calls
-      experiments.cli.add_decoding_arguments), console the experiments.console.Console that
+      experiments.cli_flags.add_decoding_arguments), console the experiments.console.Console that
       everything it prints goes through; it returns the exit status.
     add_predict_arguments: optional function adding the experiment's own flags to its predict
       parser.
@@ -57,6 +82,10 @@ class Experiment:
       examples (args: workdir, pairs, checkpoint, data_dir, beam_size), printing through console.
     aliases: extra top-level commands meaning `predict <name>` ('translate', 'couplet').
     description: one line for --help.
+    answerer: optional experiments.answers.Answerer: how a run answers one input for the attention
+      explorer (`serve`); a run of an experiment without one is not served.
+    commands: name -> Command: the experiment's own commands over its runs (`python -m
+      experiments <name> <experiment> ...`).
   """
   name: str
   make_task: Callable[[Config], Any]
@@ -67,6 +96,8 @@ class Experiment:
   evaluate_pairs: Callable[[argparse.Namespace, Any], int] | None = None
   aliases: tuple[str, ...] = ()
   description: str = ""
+  answerer: Answerer | None = None
+  commands: Mapping[str, Command] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
     if self.default_model not in self.configs:

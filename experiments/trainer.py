@@ -428,187 +428,246 @@ def _train(task: Task, config: Config, workdir: str, *,
     CheckpointSaveError: a checkpoint could not be written.
     TopologyMismatchError: workdir holds a checkpoint written by another number of processes.
   """
-  started = time.time()
-  workdir = os.path.abspath(workdir)
-  os.makedirs(workdir, exist_ok=True)
-  tc = config.train
-  validate_config(config)
-  dp = DataParallel(devices)
-  dp.check_batch_size(tc.batch_size, "train.batch_size")
-  steps_per_epoch = task.steps_per_epoch
-  total = total_steps(config, steps_per_epoch)
-  tx, schedule = make_optimizer(config.optimizer, total)
-  config_dict = config_lib.to_dict(config)
-  primary = distributed.is_primary()
+  run = _Training(task, config, workdir, devices, console)
+  run.restore_or_init()
+  run.write_run_files()
+  run.prepare_loop()
+  try:
+    result = run.loop()
+  except BaseException:
+    # The error on its way out is the one to report: a failed save is not raised a second time.
+    run.close(failed=True)
+    raise
+  run.close(failed=False)
+  distributed.mark_finished()
+  return result
 
-  # The bar redraws its line with carriage returns: only on a terminal, never into a log file.
-  show_bar = tc.progress_bar and primary and sys.stderr.isatty()
-  bar = tqdm.tqdm(total=total, disable=not show_bar, dynamic_ncols=True,
-                  unit="step")
-  say = console or (bar.write if show_bar else print)
-  if not primary:
-    say = lambda line: None  # pylint: disable=unnecessary-lambda-assignment
-  say(plan_line(config, steps_per_epoch, total))
-  rng = jax.random.key(tc.seed)
-  sample = task.example_batch()
-  init = make_init(task, tx)
-  abstract_state = jax.eval_shape(init, rng, sample)
-  train_step = steps.make_train_step(task, tx, schedule)
-  _, abstract_metrics = jax.eval_shape(train_step, abstract_state, sample)
-  check_best_metric(task, tc.best_metric,
-                    jax.eval_shape(steps.make_eval_step(task), abstract_state.params, sample))
 
-  def new_acc():
-    return dp.replicate(steps.init_accumulator(
-        jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), abstract_metrics)))
+class _Training:
+  """One start of a training run, in the named steps `_train` takes one after the other: the plan
+  (this constructor: devices, optimizer, the abstract state; nothing read or written yet),
+  `restore_or_init`, `write_run_files`, `prepare_loop`, `loop` (each step: `train_step`,
+  `log_interval`, `evaluate_dev`, `save`) and `close`. Every attribute is one of the run's
+  variables, shared between the steps."""
 
-  ckpts = Checkpoints(workdir, keep=tc.keep_checkpoints, best_metric=tc.best_metric,
-                      best_mode=tc.best_mode)
-  ckpts.check_best_metric()  # a resumed run keeps its metric: checked before anything is written
-  distributed.set_failure_note(_committed_steps_note(os.path.join(workdir, "checkpoints")))
-  batches = task.train_batches()
-  elapsed_before = 0.0
-  resumed = ckpts.resume_point(
-      abstract_state, dp.replicated, note=say,
-      check_meta=lambda meta, where: distributed.check_topology(meta.get("topology"),
-                                                                f"checkpoint {where}"))
-  resume_step, resume_verdict, changes = None, None, []
-  guard = DivergenceGuard(tc.divergence_factor)
-  if resumed is not None:
-    state, meta, resume_verdict = resumed
-    resume_step = int(jax.device_get(state.step))
-    batches.set_state(meta["data"])
-    guard = DivergenceGuard(tc.divergence_factor, meta.get("divergence"))
-    acc = _acc_from_json(meta["acc"], dp)
-    elapsed_before = float(meta.get("elapsed", 0.0))
-    changes = _config_changes(config_lib.with_current_names(meta.get("config", {})),
-                               config_dict)
-    say(f"Resuming {workdir} from step {int(state.step)}" +
-        (f" with changed settings: {'; '.join(changes)}" if changes else ""))
-  else:
-    state = dp.jit_init(init)(rng, dp.shard_batch(sample))
-    acc = new_acc()
-  advice = remedies(config)
-  if primary:
+  def __init__(self, task: Task, config: Config, workdir: str,
+               devices: Sequence[jax.Device] | None, console: Callable[[str], None] | None):
+    self.started = time.time()
+    self.task, self.config, self.tc = task, config, config.train
+    self.workdir = os.path.abspath(workdir)
+    os.makedirs(self.workdir, exist_ok=True)
+    validate_config(config)
+    self.dp = DataParallel(devices)
+    self.dp.check_batch_size(self.tc.batch_size, "train.batch_size")
+    self.steps_per_epoch = task.steps_per_epoch
+    self.total = total_steps(config, self.steps_per_epoch)
+    tx, schedule = make_optimizer(config.optimizer, self.total)
+    self.config_dict = config_lib.to_dict(config)
+    self.primary = distributed.is_primary()
+    self._open_console(console)
+    self.rng = jax.random.key(self.tc.seed)
+    self.sample = task.example_batch()
+    self.init = make_init(task, tx)
+    abstract_state = jax.eval_shape(self.init, self.rng, self.sample)
+    self.train_step = steps.make_train_step(task, tx, schedule)
+    _, self.abstract_metrics = jax.eval_shape(self.train_step, abstract_state, self.sample)
+    check_best_metric(task, self.tc.best_metric,
+                      jax.eval_shape(steps.make_eval_step(task), abstract_state.params,
+                                     self.sample))
+    self.abstract_state = abstract_state
+
+  def _open_console(self, console: Callable[[str], None] | None) -> None:
+    """The progress bar and `say` (process 0 only), and the plan's first line."""
+    # The bar redraws its line with carriage returns: only on a terminal, never into a log file.
+    self.show_bar = self.tc.progress_bar and self.primary and sys.stderr.isatty()
+    self.bar = tqdm.tqdm(total=self.total, disable=not self.show_bar, dynamic_ncols=True,
+                         unit="step")
+    self.say = console or (self.bar.write if self.show_bar else print)
+    if not self.primary:
+      self.say = lambda line: None
+    self.say(plan_line(self.config, self.steps_per_epoch, self.total))
+
+  def new_acc(self):
+    """Zero metric sums on the devices."""
+    return self.dp.replicate(steps.init_accumulator(
+        jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), self.abstract_metrics)))
+
+  def restore_or_init(self) -> None:
+    """The newest intact checkpoint restored (the state, the data position, the metric sums, the
+    guard, the elapsed time), or fresh parameters."""
+    tc, dp, workdir = self.tc, self.dp, self.workdir
+    self.ckpts = Checkpoints(workdir, keep=tc.keep_checkpoints, best_metric=tc.best_metric,
+                             best_mode=tc.best_mode)
+    self.ckpts.check_best_metric()  # a resumed run keeps its metric: checked before any write
+    distributed.set_failure_note(_committed_steps_note(os.path.join(workdir, "checkpoints")))
+    self.batches = self.task.train_batches()
+    self.elapsed_before = 0.0
+    resumed = self.ckpts.resume_point(
+        self.abstract_state, dp.replicated, note=self.say,
+        check_meta=lambda meta, where: distributed.check_topology(meta.get("topology"),
+                                                                  f"checkpoint {where}"))
+    self.resume_step, self.resume_verdict, self.changes = None, None, []
+    self.guard = DivergenceGuard(tc.divergence_factor)
+    if resumed is not None:
+      self.state, meta, self.resume_verdict = resumed
+      self.resume_step = int(jax.device_get(self.state.step))
+      self.batches.set_state(meta["data"])
+      self.guard = DivergenceGuard(tc.divergence_factor, meta.get("divergence"))
+      self.acc = _acc_from_json(meta["acc"], dp)
+      self.elapsed_before = float(meta.get("elapsed", 0.0))
+      self.changes = _config_changes(config_lib.with_current_names(meta.get("config", {})),
+                                     self.config_dict)
+      self.say(f"Resuming {workdir} from step {int(self.state.step)}" +
+               (f" with changed settings: {'; '.join(self.changes)}" if self.changes else ""))
+    else:
+      self.state = dp.jit_init(self.init)(self.rng, dp.shard_batch(self.sample))
+      self.acc = self.new_acc()
+    self.advice = remedies(self.config)
+
+  def write_run_files(self) -> None:
+    """config.json and the task's artifacts (process 0)."""
+    if not self.primary:
+      return
     # Written only now: a checkpoint that does not fit has raised above and left the run untouched.
-    with open(os.path.join(workdir, CONFIG_FILE), "w", encoding="utf-8") as f:
-      json.dump(config_dict, f, indent=2)
+    with open(os.path.join(self.workdir, CONFIG_FILE), "w", encoding="utf-8") as f:
+      json.dump(self.config_dict, f, indent=2)
       f.write("\n")
     # What predicting needs besides the parameters (vocabularies), before the first step, so that
     # a run stopped at any point can already be loaded back (runs.load_run).
-    task.save_artifacts(workdir)
-  step = int(jax.device_get(state.step))
-  bar.update(step)
-  logger = (metrics_log.MetricsLogger(workdir, start_step=step, console=say) if primary else
-            metrics_log.NullLogger())
-  loop_step = dp.jit_train_step(steps.make_loop_step(train_step), num_carried=2)
-  evaluator = _Evaluator(task, dp)
-  agree_to_stop = StopAgreement(dp)
-  last_dev: dict[str, float] | None = None
-  position = batches.get_state()
-  topology = distributed.topology_meta()
+    self.task.save_artifacts(self.workdir)
 
-  interval_start = step + 1  # the first step of the logging interval being summed
+  def prepare_loop(self) -> None:
+    """The logger, the jitted loop step, the evaluator and the loop's counters."""
+    self.step = int(jax.device_get(self.state.step))
+    self.bar.update(self.step)
+    self.logger = (metrics_log.MetricsLogger(self.workdir, start_step=self.step, console=self.say)
+                   if self.primary else metrics_log.NullLogger())
+    self.loop_step = self.dp.jit_train_step(steps.make_loop_step(self.train_step), num_carried=2)
+    self.evaluator = _Evaluator(self.task, self.dp)
+    self.agree_to_stop = StopAgreement(self.dp)
+    self.last_dev: dict[str, float] | None = None
+    self.position = self.batches.get_state()
+    self.topology = distributed.topology_meta()
+    self.interval_start = self.step + 1  # the first step of the logging interval being summed
 
-  def kept() -> tuple[int | None, Verdict | None]:
+  def kept(self) -> tuple[int | None, Verdict | None]:
     """The newest checkpoint once its save has finished, and what verifying it found."""
-    ckpts.wait()
-    kept_step = ckpts.latest_step()
-    return kept_step, (ckpts.verify("checkpoints", kept_step) if kept_step is not None else None)
+    self.ckpts.wait()
+    kept_step = self.ckpts.latest_step()
+    return kept_step, (self.ckpts.verify("checkpoints", kept_step) if kept_step is not None
+                       else None)
 
-  def advice_for(bad_step: int) -> str:
-    if resume_step is not None and bad_step <= resume_step + tc.log_every:
-      return _after_resume_advice(bad_step, resume_step, resume_verdict, changes, workdir)
-    return advice
+  def advice_for(self, bad_step: int) -> str:
+    if self.resume_step is not None and bad_step <= self.resume_step + self.tc.log_every:
+      return _after_resume_advice(bad_step, self.resume_step, self.resume_verdict, self.changes,
+                                  self.workdir)
+    return self.advice
 
-  def check_finite(mean: float | None = None):
+  def check_finite(self, mean: float | None = None) -> None:
     """Raises when the loss became NaN or inf, or (DivergenceGuard) climbed far above its level;
     `mean` is the interval's mean objective when the caller has read it already."""
+    acc, guard, checkpoints = self.acc, self.guard, os.path.join(self.workdir, "checkpoints")
     bad = int(jax.device_get(acc["first_bad_step"]))
     if bad != steps.NO_BAD_STEP:
-      kept_step, verdict = kept()
+      kept_step, verdict = self.kept()
       raise NonFiniteLossError(bad, float(jax.device_get(acc["bad_value"])), kept_step,
-                               os.path.join(workdir, "checkpoints"), verdict=verdict,
-                               advice=advice_for(bad))
+                               checkpoints, verdict=verdict, advice=self.advice_for(bad))
     if guard.limit() is None:
       return
     if mean is None:
       mean = steps.means({"objective": acc["metrics"]["objective"]})["objective"]
     if guard.exceeded(mean):
-      kept_step, verdict = kept()
-      raise DivergedLossError(step, interval_start, mean, guard.limit(), guard.rule(), kept_step,
-                              os.path.join(workdir, "checkpoints"), verdict=verdict,
-                              advice=advice_for(interval_start))
+      kept_step, verdict = self.kept()
+      raise DivergedLossError(self.step, self.interval_start, mean, guard.limit(), guard.rule(),
+                              kept_step, checkpoints, verdict=verdict,
+                              advice=self.advice_for(self.interval_start))
 
-  def save():
-    check_finite()
-    ckpts.save(state, {"data": position, "acc": _acc_to_json(acc), "config": config_dict,
-                       "elapsed": elapsed_before + time.time() - started,
-                       "epoch": step / steps_per_epoch, "topology": topology,
-                       "divergence": guard.state()})
+  def save(self) -> None:
+    """A checkpoint of the state and everything an exact resume needs."""
+    self.check_finite()
+    self.ckpts.save(self.state, {
+        "data": self.position, "acc": _acc_to_json(self.acc), "config": self.config_dict,
+        "elapsed": self.elapsed_before + time.time() - self.started,
+        "epoch": self.step / self.steps_per_epoch, "topology": self.topology,
+        "divergence": self.guard.state()})
 
-  interrupted = None
-  try:
+  def loop(self) -> TrainResult:
+    """Steps until the last, or until a signal stops every process; then the test evaluation."""
+    interrupted = None
     with StopSignals() as stop:
-      stream = dp.prefetch(batches, size=tc.prefetch)
-      while step < total:
-        try:
-          batch, position = next(stream)
-        except StopIteration:
-          raise RuntimeError(f"the training iterator ended after step {step}; Task.train_batches "
-                             "must yield batches endlessly, epoch after epoch") from None
-        state, acc = loop_step(state, acc, batch)
-        step += 1
-        ckpts.check_for_errors()  # a save that failed in the background stops the run here
-        if guard.first is None:  # the untrained model's loss: the guard's reference (once)
-          guard.update(steps.means({"objective": acc["metrics"]["objective"]})["objective"])
-        bar.update(1)
-        stopping = agree_to_stop(stop.received)
-        epoch_end = step % steps_per_epoch == 0
-        last = step == total
+      stream = self.dp.prefetch(self.batches, size=self.tc.prefetch)
+      while self.step < self.total:
+        self.train_step_once(stream)
+        stopping = self.agree_to_stop(stop.received)
+        step, tc = self.step, self.tc
+        epoch_end = step % self.steps_per_epoch == 0
+        last = step == self.total
         if step % tc.log_every == 0 or epoch_end or last:
-          train_metrics = steps.means(acc["metrics"])
-          check_finite(train_metrics["objective"])
-          guard.update(train_metrics["objective"])
-          interval_start = step + 1
-          logger.write(step, "train", train_metrics, epoch=step / steps_per_epoch,
-                       echo=not show_bar)
-          bar.set_postfix(loss=f"{train_metrics.get('loss', train_metrics['objective']):.4f}")
-          acc = new_acc()
+          self.log_interval()
         if (tc.eval_every and step % tc.eval_every == 0) or epoch_end or last:
-          check_finite()
-          last_dev = evaluator(state.params, "dev")
-          logger.write(step, "dev", last_dev, epoch=step / steps_per_epoch)
-          if ckpts.save_best(step, state.params, {f"dev/{k}": v for k, v in last_dev.items()}):
-            say(f"New best {tc.best_metric} = {last_dev[tc.best_metric.split('/', 1)[-1]]:.4f} "
-                f"at step {step}")
+          self.evaluate_dev()
         if step % tc.checkpoint_every == 0 or epoch_end or last or stopping is not None:
-          save()
+          self.save()
         if stopping is not None and not last:
           interrupted = stopping
-          say(f"Stopped by {signal.Signals(interrupted).name} at step {step}; a checkpoint was "
-              "saved. Run the same command again to resume.")
+          self.say(f"Stopped by {signal.Signals(interrupted).name} at step {step}; a checkpoint "
+                   "was saved. Run the same command again to resume.")
           break
-    ckpts.wait()
+    self.ckpts.wait()
     if interrupted is not None:
-      result = TrainResult(state, step, interrupted, None, workdir)
+      return TrainResult(self.state, self.step, interrupted, None, self.workdir)
+    results = _finish(self.task, self.config, self.workdir, self.state, self.ckpts,
+                      self.evaluator, self.dp, self.logger, self.last_dev,
+                      self.elapsed_before + time.time() - self.started, self.steps_per_epoch,
+                      self.total, self.say)
+    return TrainResult(self.state, self.step, None, results, self.workdir)
+
+  def train_step_once(self, stream) -> None:
+    """One update on the next batch."""
+    try:
+      batch, self.position = next(stream)
+    except StopIteration:
+      raise RuntimeError(f"the training iterator ended after step {self.step}; "
+                         "Task.train_batches must yield batches endlessly, epoch after epoch"
+                         ) from None
+    self.state, self.acc = self.loop_step(self.state, self.acc, batch)
+    self.step += 1
+    self.ckpts.check_for_errors()  # a save that failed in the background stops the run here
+    if self.guard.first is None:  # the untrained model's loss: the guard's reference (once)
+      self.guard.update(steps.means({"objective": self.acc["metrics"]["objective"]})["objective"])
+    self.bar.update(1)
+
+  def log_interval(self) -> None:
+    """The interval's mean training metrics checked, logged, and the sums started again."""
+    train_metrics = steps.means(self.acc["metrics"])
+    self.check_finite(train_metrics["objective"])
+    self.guard.update(train_metrics["objective"])
+    self.interval_start = self.step + 1
+    self.logger.write(self.step, "train", train_metrics, epoch=self.step / self.steps_per_epoch,
+                      echo=not self.show_bar)
+    self.bar.set_postfix(loss=f"{train_metrics.get('loss', train_metrics['objective']):.4f}")
+    self.acc = self.new_acc()
+
+  def evaluate_dev(self) -> None:
+    """The dev split evaluated and logged; the best parameters kept."""
+    self.check_finite()
+    self.last_dev = self.evaluator(self.state.params, "dev")
+    self.logger.write(self.step, "dev", self.last_dev, epoch=self.step / self.steps_per_epoch)
+    if self.ckpts.save_best(self.step, self.state.params,
+                            {f"dev/{k}": v for k, v in self.last_dev.items()}):
+      self.say(f"New best {self.tc.best_metric} = "
+               f"{self.last_dev[self.tc.best_metric.split('/', 1)[-1]]:.4f} at step {self.step}")
+
+  def close(self, failed: bool) -> None:
+    """The bar, the logger and the checkpoints closed (after a failure, quietly: the error on its
+    way out is the one to report)."""
+    self.bar.close()
+    self.logger.close()
+    if failed:
+      self.ckpts.close(quiet=True)
     else:
-      results = _finish(task, config, workdir, state, ckpts, evaluator, dp, logger, last_dev,
-                        elapsed_before + time.time() - started, steps_per_epoch, total, say)
-      result = TrainResult(state, step, None, results, workdir)
-  except BaseException:
-    # The error on its way out is the one to report: a failed save is not raised a second time.
-    bar.close()
-    logger.close()
-    ckpts.close(quiet=True)
-    raise
-  else:
-    bar.close()
-    logger.close()
-    ckpts.wait()
-    ckpts.close()
-  distributed.mark_finished()
-  return result
+      self.ckpts.wait()
+      self.ckpts.close()
 
 
 def _finish(task, config, workdir, state, ckpts, evaluator, dp, logger, last_dev, elapsed,

@@ -7,8 +7,6 @@ from __future__ import annotations
 import pytest
 
 from experiments import cli
-from experiments.couplet import report as couplet_report
-from experiments.couplet import table as couplet_table
 from experiments.sentiment import ensemble
 from experiments.sentiment import pseudo_label
 from pipelines import __main__ as pipelines_cli
@@ -28,8 +26,11 @@ def _status(main, argv) -> int:
     (cli.main, ["translate", "I won!", "--workdir", "{empty}"], "config.json does not exist"),
     (cli.main, ["train", "sentiment", "--data-dir", "{empty}/imdb.tar.gz", "--workdir",
                 "{empty}/run"], "imdb.tar.gz does not exist"),
-    (couplet_report.main, ["--workdir", "{empty}"], "config.json does not exist"),
-    (couplet_table.main, ["--workdirs", "{empty}"], "config.json does not exist"),
+    (cli.main, ["report", "couplet", "--workdir", "{empty}"], "config.json does not exist"),
+    (cli.main, ["table", "couplet", "--workdirs", "{empty}"], "config.json does not exist"),
+    (cli.main, ["report", "matching", "--workdir", "{empty}"], "config.json does not exist"),
+    (cli.main, ["by-length", "translation", "{empty}"], "test_translations.tsv: no such file"),
+    (cli.main, ["report", "sentiment"], "invalid choice: 'sentiment'"),
     (pseudo_label.main, ["--workdir", "{empty}", "--out", "{empty}/x.npz"],
      "config.json does not exist"),
     (ensemble.main, ["--workdir", "{empty}", "--out", "{empty}/x.json"],

@@ -1,9 +1,12 @@
-"""The layering of the project, read from the module-level imports of every source file:
+"""The layering of the project, read from the imports of every source file (those at module level
+and those inside functions alike: an import deferred into a function is still a dependency):
 
   zoo/ imports neither pipelines/ nor experiments/; pipelines/ imports neither zoo/, experiments/
-  nor flax; an experiment package never imports another experiment package (the tools over runs,
-  such as the explorer, may import them all, and only the command line imports a tool); and no
-  module imports itself back through a chain of imports (no import circle).
+  nor flax; an experiment package never imports another experiment package; the engine (every
+  module of experiments/ outside an experiment package: the engine's modules, the shared seq2seq
+  package and the tools over runs such as the explorer) names no experiment package: it finds
+  them through the registry; only the command line imports a tool; and no module imports itself
+  back through a chain of imports (no import circle).
 """
 
 from __future__ import annotations
@@ -31,12 +34,13 @@ def _modules() -> dict[str, str]:
 
 
 def _imports(module: str, path: str) -> set[str]:
-  """The modules `module` imports at module level (relative imports resolved)."""
+  """The modules `module` imports, at module level or inside a function or class (relative
+  imports resolved)."""
   package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
   found = set()
   with open(path, encoding="utf-8") as f:
     tree = ast.parse(f.read(), path)
-  for node in tree.body:
+  for node in ast.walk(tree):
     if isinstance(node, ast.Import):
       found.update(alias.name for alias in node.names)
     elif isinstance(node, ast.ImportFrom):
@@ -68,18 +72,41 @@ def test_the_layers_import_only_downwards():
   assert not wrong, wrong
 
 
-def test_no_experiment_imports_another_experiment():
-  def experiment(name):
-    parts = name.split(".")
-    if len(parts) > 1 and parts[0] == "experiments" and parts[1] not in SHARED | TOOLS:
-      return parts[1] if ("experiments." + parts[1]) in MODULES and os.path.basename(
-          MODULES["experiments." + parts[1]]) == "__init__.py" else None
-    return None
+def _experiment(name: str) -> str | None:
+  """The experiment package `name` lies in ('sentiment' for experiments.sentiment.cli), or None
+  for a module of the engine, the shared package or a tool."""
+  parts = name.split(".")
+  if len(parts) > 1 and parts[0] == "experiments" and parts[1] not in SHARED | TOOLS:
+    return parts[1] if ("experiments." + parts[1]) in MODULES and os.path.basename(
+        MODULES["experiments." + parts[1]]) == "__init__.py" else None
+  return None
 
+
+def test_no_experiment_imports_another_experiment():
+  experiment = _experiment
   crossing = [f"{module} imports {name}" for module, imported in IMPORTS.items()
               for name in imported
               if experiment(module) and experiment(name) and experiment(name) != experiment(module)]
   assert not crossing, crossing
+
+
+def _engine_naming_experiments(imports: dict[str, set[str]]) -> list[str]:
+  """'module imports name' for each module of experiments/ outside an experiment package that
+  imports a module of one."""
+  return [f"{module} imports {name}" for module, imported in sorted(imports.items())
+          for name in sorted(imported)
+          if _top(module) == "experiments" and _experiment(module) is None and _experiment(name)]
+
+
+def test_the_engine_names_no_experiment():
+  assert not _engine_naming_experiments(IMPORTS)
+  # The check sees what it looks for: an explorer that imported an experiment's command code.
+  assert _engine_naming_experiments({"experiments.explorer.service": {
+      "experiments.couplet", "experiments.couplet.cli", "experiments.runs"}}) == [
+          "experiments.explorer.service imports experiments.couplet",
+          "experiments.explorer.service imports experiments.couplet.cli"]
+  assert {_experiment(m) for m in MODULES} >= {"sentiment", "translation", "couplet", "matching",
+                                               "template"}
 
 
 def test_the_tools_are_the_registrys():
@@ -120,6 +147,15 @@ def test_relative_imports_are_resolved_so_a_crossing_would_be_seen(tmp_path):
   check rejects)."""
   assert _imports("experiments.couplet.task", _write(tmp_path, "from ..translation import task\n")
                   ) >= {"experiments.translation.task", "experiments.translation"}
+
+
+def test_imports_inside_functions_are_seen(tmp_path):
+  """An import deferred into a function (or a method) is a dependency too."""
+  text = ("import json\n\n\ndef serve():\n  from experiments.explorer import service\n\n\n"
+          "class A:\n  def f(self):\n    from .. import cli\n")
+  assert _imports("experiments.couplet.task", _write(tmp_path, text)) == {
+      "json", "experiments.explorer", "experiments.explorer.service", "experiments",
+      "experiments.cli"}
 
 
 def _write(folder, text):

@@ -6,13 +6,17 @@
 
 Named runs: configs.py; the task (data, evaluation, generation): task.py; the rules of a
 couplet's form (measured and enforced): form.py; scores: metrics.py;
-the command: cli.py; scoring a trained run on whole splits: report.py. Models, loss and decoding
+the command: cli.py; its own commands `report couplet` (a trained run scored on whole splits:
+report.py) and `table couplet` (random couplets side by side: table.py). Models, loss and decoding
 come from experiments.seq2seq. Importing this package registers the experiment 'couplet' (command
 alias 'couplet').
 """
 
 from experiments import registry
+from experiments.couplet import answerer
 from experiments.couplet import cli
+from experiments.couplet import report
+from experiments.couplet import table
 from experiments.couplet.configs import CONFIGS
 from experiments.couplet.configs import DEFAULT_MODEL
 from experiments.couplet.task import CoupletTask
@@ -20,7 +24,9 @@ from experiments.couplet.task import Generation
 
 EXPERIMENT = registry.register(registry.Experiment(
     name="couplet", make_task=CoupletTask, configs=CONFIGS, default_model=DEFAULT_MODEL,
-    predict=cli.predict, add_predict_arguments=cli.add_predict_arguments, aliases=("couplet",),
+    predict=cli.predict, add_predict_arguments=cli.add_predict_arguments,
+    answerer=answerer.ANSWERER, aliases=("couplet",),
+    commands={"report": report.COMMAND, "table": table.COMMAND},
     description="Chinese couplets: Luong LSTM seq2seq with input feeding, or a Transformer; "
                 "beam search that keeps the form (length; optionally punctuation, no copies)"),
     replace=True)

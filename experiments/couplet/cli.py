@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 
-from experiments import cli as engine_cli
+from experiments import cli_flags
 from experiments import plots
 from experiments import runs
 from experiments.console import Console
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_predict_arguments(parser: argparse.ArgumentParser) -> None:
   """The couplet command's flags: the beam and the number of results, then `add_arguments`."""
-  engine_cli.add_decoding_arguments(parser)
+  cli_flags.add_decoding_arguments(parser)
   add_arguments(parser)
 
 

@@ -117,7 +117,7 @@ def _cpu_train(num_steps: int) -> config_lib.TrainConfig:
 
 def _cpu_data() -> CoupletDataConfig:
   """Decoding during training on 300 dev / 1,000 test couplets only (the full splits are scored
-  afterwards with `python -m experiments.couplet.report`)."""
+  afterwards with `python -m experiments report couplet`)."""
   return CoupletDataConfig(dev_decode_examples=300, test_decode_examples=1000)
 
 

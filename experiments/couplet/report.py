@@ -1,6 +1,7 @@
-"""Scores a trained couplet run on whole splits, for docs/RESULTS.md.
+"""`python -m experiments report couplet`: scores a trained couplet run on whole splits, for
+docs/RESULTS.md.
 
-    python -m experiments.couplet.report --workdir runs/couplet-lstm_cpu [--splits dev test]
+    python -m experiments report couplet --workdir runs/couplet-lstm_cpu [--splits dev test]
         [--checkpoint best] [--limit N] [--force-punct] [--no-copy] [--keep-pattern]
         [--forms NAME ...] [--beam-size K] [--oracle] [--out report.json]
 
@@ -27,13 +28,15 @@ import argparse
 import json
 import math
 import os
-import sys
 import time
 from typing import Any, Sequence
 
+from experiments import registry
 from experiments import runs
 from experiments import trainer
+from experiments.cli_flags import checkpoint_choice
 from experiments.console import Console
+from experiments.console import UsageError
 from experiments.couplet import metrics
 from experiments.couplet.form import FormOptions
 from experiments.couplet.task import CoupletTask
@@ -94,12 +97,12 @@ def _own_scores(scores: metrics.CoupletScores) -> dict[str, float]:
           if name not in metrics.REFERENCE_NAMES}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m experiments.couplet.report",
-                                   description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """The report's flags."""
   parser.add_argument("--workdir", required=True)
   parser.add_argument("--splits", nargs="+", default=["dev", "test"], choices=("dev", "test"))
-  parser.add_argument("--checkpoint", choices=runs.CHECKPOINT_CHOICES, default="best")
+  parser.add_argument("--checkpoint", type=checkpoint_choice, default="best",
+                      metavar="best|latest|STEP")
   parser.add_argument("--limit", type=int, default=None,
                       help="score only the first N couplets of each split (default: all)")
   parser.add_argument("--data-dir", help="where the run's data lives, if moved")
@@ -120,23 +123,33 @@ def main(argv: Sequence[str] | None = None) -> int:
                       help="also score each form's n-best oracle: the hypothesis of each beam "
                            "closest to the reference (sentence BLEU-2), a bound on reranking")
   parser.add_argument("--out", help="the JSON file to write (default <workdir>/report.json)")
-  args = parser.parse_args(argv)
+
+
+def chosen_forms(args: argparse.Namespace) -> list[FormOptions]:
+  """The forms the flags ask for.
+
+  Raises:
+    UsageError: --forms together with a form flag.
+  """
   if args.forms and (args.force_punct or args.no_copy or args.keep_pattern):
-    parser.error("--forms names the forms itself: leave out --force-punct, --no-copy and "
-                 "--keep-pattern")
-  if args.beam_size is not None and args.beam_size < 1:
-    parser.error(f"--beam-size must be at least 1, got {args.beam_size}")
-  if args.limit is not None and args.limit < 1:
-    parser.error(f"--limit must be at least 1, got {args.limit}")
-  forms = (named_forms(args.forms) if args.forms
-           else report_forms(args.force_punct, args.no_copy, args.keep_pattern))
-  try:
-    run = runs.load_run(args.workdir, args.checkpoint, args.data_dir)
-  except FileNotFoundError as e:  # a directory that holds no run: an input error, status 2
-    parser.error(str(e))
-  task, params = run.task, run.params
+    raise UsageError("--forms names the forms itself: leave out --force-punct, --no-copy and "
+                     "--keep-pattern")
+  if args.forms:
+    return named_forms(args.forms)
+  return report_forms(args.force_punct, args.no_copy, args.keep_pattern)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+  """Scores the run, writes the JSON to --out and prints it."""
+  for flag, value in (("--beam-size", args.beam_size), ("--limit", args.limit)):
+    if value is not None and value < 1:
+      raise UsageError(f"{flag} must be at least 1, got {value}")
+  forms = chosen_forms(args)
+  loaded = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="couplet",
+                         command="report couplet")
+  task, params = loaded.task, loaded.params
   report = {"workdir": os.path.abspath(args.workdir), "model": task.config.model_name,
-            "checkpoint": args.checkpoint, "step": run.step,
+            "checkpoint": args.checkpoint, "step": loaded.step,
             "beam_size": args.beam_size or task.config.data.beam_size, "limit": args.limit,
             "splits": score_run(task, params, args.splits, args.limit, forms, args.beam_size,
                                 args.oracle),
@@ -144,9 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   text = json.dumps(report, ensure_ascii=False, indent=2)
   with open(args.out or os.path.join(args.workdir, "report.json"), "w", encoding="utf-8") as f:
     f.write(text + "\n")
-  Console().print(text)
+  console.print(text)
   return 0
 
 
-if __name__ == "__main__":
-  sys.exit(main())
+COMMAND = registry.Command(help="score a trained couplet run on whole splits (JSON)",
+                           add_arguments=add_arguments, run=run,
+                           description=__doc__.split("\n\n")[0])

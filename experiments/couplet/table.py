@@ -1,6 +1,7 @@
-"""Random couplets of a split side by side, for a reader to judge by eye (docs/RESULTS.md).
+"""`python -m experiments table couplet`: random couplets of a split side by side, for a reader to
+judge by eye (docs/RESULTS.md).
 
-    python -m experiments.couplet.table --workdirs runs/couplet/transformer_cpu \
+    python -m experiments table couplet --workdirs runs/couplet/transformer_cpu \
         runs/couplet/lstm_cpu [--count 20] [--seed 0] [--split test] [--free] [--force-punct]
         [--no-copy] [--out table.md]
 
@@ -17,15 +18,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Sequence
 
 import numpy as np
 
+from experiments import registry
 from experiments import runs
+from experiments.cli_flags import checkpoint_choice
 from experiments.console import Console
 from experiments.console import UsageError
-from experiments.console import run_command
 from experiments.couplet import cli as couplet_cli
 
 
@@ -69,24 +70,25 @@ def _column_names(workdirs: Sequence[str], names: Sequence[str]) -> list[str]:
   return [f"{label} ({i})" for i, label in enumerate(labels, start=1)]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m experiments.couplet.table",
-                                   description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """The table's flags: the runs, the draw, and the couplet command's decoding form flags."""
   parser.add_argument("--workdirs", nargs="+", required=True, help="trained couplet runs")
   parser.add_argument("--count", type=int, default=20, help="couplets to draw (default 20)")
   parser.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
   parser.add_argument("--split", choices=("dev", "test"), default="test")
-  parser.add_argument("--checkpoint", choices=runs.CHECKPOINT_CHOICES, default="best")
+  parser.add_argument("--checkpoint", type=checkpoint_choice, default="best",
+                      metavar="best|latest|STEP")
   parser.add_argument("--data-dir", help="where the runs' data lives, if moved")
   couplet_cli.add_arguments(parser)
   parser.add_argument("--out", help="also write the table to this file")
-  return run_command(parser, _print_table, argv)
 
 
-def _print_table(args: argparse.Namespace, console: Console) -> int:
+def run(args: argparse.Namespace, console: Console) -> int:
+  """Draws the couplets, generates each run's lines and prints the table."""
   options = couplet_cli.form_options(args)
   try:
-    loaded = [runs.load_run(w, args.checkpoint, args.data_dir) for w in args.workdirs]
+    loaded = [runs.load_run(w, args.checkpoint, args.data_dir, experiment="couplet",
+                            command="table couplet") for w in args.workdirs]
   except FileNotFoundError as e:  # a directory that holds no run
     raise UsageError(str(e)) from e
   first = loaded[0].task.data
@@ -118,5 +120,7 @@ def _print_table(args: argparse.Namespace, console: Console) -> int:
   return 0
 
 
-if __name__ == "__main__":
-  sys.exit(main())
+
+COMMAND = registry.Command(help="random couplets of a split, each run's lower line beside the "
+                           "reference (Markdown)", add_arguments=add_arguments, run=run,
+                           description=__doc__.split("\n\n")[0])

@@ -9,9 +9,11 @@ loaded once with `runs.load_run(workdir, 'best')`; a directory that is missing, 
 whose checkpoint fails verification is refused when the Explorer is built (RunRefusedError,
 naming the directory and why).
 
-An answer is computed by the experiment's own command code: its cli.py `answer(run, args,
-console)` (what `python -m experiments predict <experiment>` runs once the run is loaded) with
-an argparse namespace built from the options and a ListConsole, so `output['lines']` are exactly
+An answer is computed by the experiment's Answerer, which its registry entry carries
+(`Experiment.answerer`, experiments/answers.py; this module names no experiment): it runs the
+experiment's own command code, its cli.py `answer` (what `python -m experiments predict
+<experiment>` runs once the run is loaded), with the options and a ListConsole, so
+`output['lines']` are exactly
 the lines the command prints on standard output for that input and those options, and
 `output['notes']` what it prints on standard error. Beside them come the structured fields the
 page draws (a label and its probability, the words and their weights, the beam's translations
@@ -33,42 +35,37 @@ InputError (or TooLargeError, UnknownRunError) whose message names the field and
 
 from __future__ import annotations
 
-import argparse
 import base64
 import dataclasses
-import math
 import os
 import threading
 import unicodedata
 import warnings
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from experiments import registry
 from experiments import runs
+from experiments.answers import AnswerError
+from experiments.answers import Answerer
+from experiments.answers import InputError
+from experiments.answers import Limits
+from experiments.answers import Option
+from experiments.answers import TooLargeError
+from experiments.answers import shown
 from experiments.checkpoints import CheckpointDamagedError
 from experiments.checkpoints import CheckpointMismatchError
 from experiments.console import ListConsole
 from experiments.console import UsageError
 from experiments.console import excerpt
-from experiments.couplet import cli as couplet_cli
-from experiments.matching import cli as matching_cli
-from experiments.sentiment import cli as sentiment_cli
-from experiments.translation import cli as translation_cli
 
-POOL_QUERY = "[pool]"  # the query label of a pooling attention's one row
-
-
-class ExplorerError(ValueError):
-  """A request the explorer cannot answer; the message names what was wrong."""
-
-
-class InputError(ExplorerError):
-  """An input or option of the wrong type, empty, out of range, or one the model cannot read."""
-
-
-class TooLargeError(InputError):
-  """An input over the explorer's limits (Limits)."""
+# The request errors are experiments.answers' (an experiment's answer raises them too); these
+# names are the explorer's API (app.py maps them to HTTP statuses).
+ExplorerError = AnswerError
+__all__ = ["ExplorerError", "InputError", "TooLargeError", "UnknownRunError", "RunRefusedError",
+           "Limits", "Option", "Explorer", "check_options", "check_text", "check_pair",
+           "encode_weights"]
 
 
 class UnknownRunError(ExplorerError):
@@ -85,94 +82,13 @@ class RunRefusedError(ExplorerError):
     self.damaged = damaged
 
 
-@dataclasses.dataclass(frozen=True)
-class Limits:
-  """What one request may ask for.
-
-  Attributes:
-    max_chars: the most characters of one text (each side of a pair).
-    max_beam: the largest beam (beam_size) of the decoding experiments.
-    max_results: the most results (num_results) per input.
-  """
-  max_chars: int = 5000
-  max_beam: int = 16
-  max_results: int = 16
-
-
-# ---- options ---------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Option:
-  """One option of a run's answer, mirroring a flag of the experiment's predict command.
-
-  Attributes:
-    name: the JSON name (the flag's dest: 'beam_size' for --beam-size).
-    type: 'bool', 'int', 'float' or 'choice'.
-    default: what the command uses when the flag is left out (for a run's own setting, its value).
-    minimum, maximum: the allowed range of an int or float (inclusive).
-    choices: the values of a 'choice'.
-    help: one line for the page.
-  """
-  name: str
-  type: str
-  default: Any
-  minimum: float | None = None
-  maximum: float | None = None
-  choices: tuple[Any, ...] | None = None
-  help: str = ""
-
-  def describe(self) -> dict[str, Any]:
-    """The option as /api/runs lists it."""
-    out = {"type": self.type, "default": self.default, "help": self.help}
-    if self.minimum is not None:
-      out["min"] = self.minimum
-    if self.maximum is not None:
-      out["max"] = self.maximum
-    if self.choices is not None:
-      out["choices"] = list(self.choices)
-    return out
-
-  def check(self, value: Any) -> Any:
-    """`value` if it is of this option's type and within its range; else an InputError."""
-    where = f"options.{self.name}"
-    if self.type == "bool":
-      if not isinstance(value, bool):
-        raise InputError(f"{where} must be true or false, got {_shown(value)}")
-      return value
-    if self.type == "choice":
-      if value not in self.choices:
-        raise InputError(f"{where} must be one of {list(self.choices)}, got {_shown(value)}")
-      return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-      raise InputError(f"{where} must be a{'n integer' if self.type == 'int' else ' number'}, "
-                       f"got {_shown(value)}")
-    if self.type == "int" and not isinstance(value, int):
-      raise InputError(f"{where} must be an integer, got {_shown(value)}")
-    if not math.isfinite(value):
-      raise InputError(f"{where} must be a finite number, got {value}")
-    if ((self.minimum is not None and value < self.minimum) or
-        (self.maximum is not None and value > self.maximum)):
-      raise InputError(f"{where} must lie in [{self.minimum}, {self.maximum}], got {value}")
-    return value
-
-
-def _shown(value: Any) -> str:
-  """A JSON value for a message: its type and a short excerpt."""
-  kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-          list: "a list", dict: "an object", type(None): "null"}.get(type(value), "a value")
-  if value is None:
-    return kind
-  return f"{kind} {excerpt(value, 40) if isinstance(value, str) else repr(value)[:40]}"
-
-
 def check_options(spec: Mapping[str, Option], given: Any) -> dict[str, Any]:
   """The options of a request checked against a run's `spec`: every name known, every value of
   its type and range; null or left out = the command's default (None: the flag not given)."""
   if given is None:
     given = {}
   if not isinstance(given, dict):
-    raise InputError(f"options must be an object of name: value, got {_shown(given)}")
+    raise InputError(f"options must be an object of name: value, got {shown(given)}")
   unknown = sorted(set(given) - set(spec))
   if unknown:
     known = ", ".join(spec) or "none"
@@ -192,7 +108,7 @@ def check_text(value: Any, field: str, limits: Limits, *, one_line: bool = False
   """A text input: a non-empty string of at most limits.max_chars characters, without control
   characters (TAB and line breaks allowed unless `one_line`) or unpaired surrogates."""
   if not isinstance(value, str):
-    raise InputError(f"{field} must be a string, got {_shown(value)}")
+    raise InputError(f"{field} must be a string, got {shown(value)}")
   if not value.strip():
     raise InputError(f"{field} is empty: type some text")
   if len(value) > limits.max_chars:
@@ -214,7 +130,7 @@ def check_pair(value: Any, limits: Limits) -> tuple[str, str]:
   """A pair input: {'a': text, 'b': text}, each a one-line text (check_text)."""
   if not isinstance(value, dict):
     raise InputError(f"input must be an object {{\"a\": text, \"b\": text}} for a pair, got "
-                     f"{_shown(value)}")
+                     f"{shown(value)}")
   extra = sorted(set(value) - {"a", "b"})
   if extra:
     raise InputError(f"input has unknown field{'s' if len(extra) > 1 else ''} "
@@ -227,26 +143,6 @@ def check_pair(value: Any, limits: Limits) -> tuple[str, str]:
 
 
 # ---- attention maps --------------------------------------------------------------------------
-
-
-def attention_map(name: str, kind: str, weights: np.ndarray, query_tokens: Sequence[str],
-                  key_tokens: Sequence[str]) -> dict[str, Any]:
-  """One attention as the API gives it.
-
-  Args:
-    name: what the model calls it ('self_attention', 'cross_attention', 'a_to_b' ...).
-    kind: 'pooling', 'self' or 'cross'.
-    weights: float (L, H, Q, K), already cut to the real tokens.
-    query_tokens: the Q tokens of the rows.
-    key_tokens: the K tokens of the columns.
-  """
-  weights = np.asarray(weights, np.float32)
-  if weights.ndim != 4 or weights.shape[2:] != (len(query_tokens), len(key_tokens)):
-    raise ValueError(f"attention {name!r}: weights of shape {weights.shape} do not match "
-                     f"{len(query_tokens)} query and {len(key_tokens)} key tokens (L, H, Q, K)")
-  return {"name": name, "kind": kind, "layers": int(weights.shape[0]),
-          "heads": int(weights.shape[1]), "query_tokens": list(query_tokens),
-          "key_tokens": list(key_tokens), "weights": weights}
 
 
 WEIGHTS_FORMATS = ("lists", "float32")
@@ -262,193 +158,22 @@ def encode_weights(weights: np.ndarray, weights_format: str) -> Any:
           "base64": base64.b64encode(np.ascontiguousarray(weights, "<f4").tobytes()).decode()}
 
 
-def _seq2seq_maps(maps: Mapping[str, np.ndarray], source_tokens: Sequence[str],
-                  output_tokens: Sequence[str], decoder_inputs: Sequence[str]
-                  ) -> list[dict[str, Any]]:
-  """The maps of Seq2SeqTask.attention_maps with their tokens: rows cut to the output tokens
-  (a hypothesis cut at the length limit has no eos row)."""
-  rows = len(output_tokens)
-  labelled = {"encoder_self_attention": ("self", source_tokens, source_tokens),
-              "decoder_self_attention": ("self", decoder_inputs[:rows], decoder_inputs[:rows]),
-              "cross_attention": ("cross", output_tokens, source_tokens)}
-  out = []
-  for name in ("encoder_self_attention", "decoder_self_attention", "cross_attention"):
-    if name in maps:
-      kind, queries, keys = labelled[name]
-      weights = maps[name][:, :, :len(queries), :len(keys)]
-      out.append(attention_map(name, kind, weights, queries, keys))
-  return out
-
-
-# ---- the experiments -------------------------------------------------------------------------
-
-
-def _sentiment_options(run: runs.Run, limits: Limits) -> dict[str, Option]:
-  del run, limits  # `predict sentiment` has no options of its own
-  return {}
-
-
-def _sentiment_answer(run: runs.Run, text: str, options: dict[str, Any], console: ListConsole
-                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-  del options
-  args = argparse.Namespace(inputs=[text], workdir=run.workdir, checkpoint=run.checkpoint,
-                            heatmap=None)
-  prediction = sentiment_cli.answer(run, args, console)[0]
-  output = {"label": prediction.label_name, "probability": float(prediction.probability),
-            "words": list(prediction.words), "unknown": list(prediction.unknown),
-            "weights": [float(w) for w in prediction.word_weights]}
-  maps = []
-  for name, weights in run.task.attention_maps(run.params, prediction).items():
-    if name == "pooling":
-      maps.append(attention_map(name, "pooling", weights, [POOL_QUERY], prediction.words))
-    else:
-      maps.append(attention_map(name, "self", weights, prediction.words, prediction.words))
-  return output, maps
-
-
-def _decoding_options(run: runs.Run, limits: Limits) -> dict[str, Option]:
-  """--beam-size, --num-results and --length-penalty, with the run's own defaults."""
-  data = run.config.data
-  return {
-      "beam_size": Option("beam_size", "int", int(data.beam_size), 1, limits.max_beam,
-                          help="beam width (1: greedy search)"),
-      "num_results": Option("num_results", "int", 1, 1, limits.max_results,
-                            help="how many results per input (the beam widens to it)"),
-      "length_penalty": Option("length_penalty", "float", float(data.length_penalty), 0.0, 10.0,
-                               help="GNMT length penalty alpha of beam search (not with beam 1)"),
-  }
-
-
-def _translation_options(run: runs.Run, limits: Limits) -> dict[str, Option]:
-  return {**_decoding_options(run, limits),
-          "tsv": Option("tsv", "bool", False, help="translation<TAB>score<TAB>input lines "
-                        "(needed for num_results above 1)")}
-
-
-def _translation_answer(run: runs.Run, text: str, options: dict[str, Any], console: ListConsole
-                        ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-  args = argparse.Namespace(inputs=[text], workdir=run.workdir, checkpoint=run.checkpoint,
-                            heatmap=None, beam_size=options["beam_size"],
-                            length_penalty=options["length_penalty"],
-                            num_results=options["num_results"] or 1,
-                            tsv=bool(options["tsv"]))
-  translation_cli.check_options(args)
-  translation = translation_cli.answer(run, args, console)[0]
-  beam, alpha = translation_cli.decoding(run.task.config.data, args.beam_size,
-                                         args.length_penalty, args.num_results)
-  output = {"translations": [{"text": t, "score": float(s)} for t, s in
-                             zip(translation.alternatives, translation.alternative_scores)],
-            "source_tokens": list(translation.source_tokens),
-            "tokens": list(translation.tokens),
-            "unknown_source": list(translation.unknown_source),
-            "beam_size": beam, "length_penalty": alpha}
-  maps = run.task.attention_maps(run.params, translation.source_ids, translation.target_ids)
-  inputs = ["<bos>", *translation.tokens]
-  return output, _seq2seq_maps(maps, translation.source_tokens, translation.tokens, inputs)
-
-
-def _couplet_options(run: runs.Run, limits: Limits) -> dict[str, Option]:
-  return {**_decoding_options(run, limits),
-          "free": Option("free", "bool", False, help="no length constraint"),
-          "force_punct": Option("force_punct", "bool", False,
-                                help="the upper line's punctuation at the same positions"),
-          "no_copy": Option("no_copy", "bool", False,
-                            help="never the upper line's character at the same position"),
-          "keep_pattern": Option("keep_pattern", "bool", False,
-                                 help="repeat characters exactly where the upper line does")}
-
-
-def _couplet_answer(run: runs.Run, text: str, options: dict[str, Any], console: ListConsole
-                    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-  args = argparse.Namespace(
-      inputs=[text], workdir=run.workdir, checkpoint=run.checkpoint, heatmap=None,
-      beam_size=options["beam_size"], length_penalty=options["length_penalty"],
-      num_results=options["num_results"] or 1,
-      **{flag: bool(options[flag]) for flag in ("free", "force_punct", "no_copy",
-                                                "keep_pattern")})
-  couplet_cli.check_options(args)
-  generation = couplet_cli.answer(run, args, console)[0]
-  task = run.task
-  output = {"upper": generation.upper, "chars": list(generation.chars),
-            "results": [{"text": couplet_cli.spaced_like(generation.upper, line),
-                         "score": float(score)}
-                        for line, score in zip(generation.lines, generation.scores)],
-            "unknown": list(generation.unknown)}
-  _, src = task.encode_upper(generation.upper)
-  best = generation.tokens[0]
-  maps = task.attention_maps(run.params, src, task.vocab.encode(best))
-  return output, _seq2seq_maps(maps, generation.chars + ["</s>"], task.ended_tokens(best),
-                               ["<s>", *best])
-
-
-def _matching_options(run: runs.Run, limits: Limits) -> dict[str, Option]:
-  del run, limits
-  return {"threshold": Option("threshold", "float", 0.5, 0.0, 1.0,
-                              help="label 1 where p(same) >= this")}
-
-
-def _matching_answer(run: runs.Run, pair: tuple[str, str], options: dict[str, Any],
-                     console: ListConsole) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-  threshold = 0.5 if options["threshold"] is None else float(options["threshold"])
-  args = argparse.Namespace(inputs=list(pair), input_file=None, workdir=run.workdir,
-                            checkpoint=run.checkpoint, heatmap=None, threshold=threshold,
-                            layer=-1, head=None)
-  matching_cli.check_options(args)
-  pairs = matching_cli.parse_pairs(list(pair), None)
-  prediction = matching_cli.answer(run, pairs, args, console)[0]
-  a, b = prediction.tokens
-  output = {"label": int(prediction.probability >= threshold),
-            "probability": float(prediction.probability), "threshold": threshold,
-            "tokens": {"a": list(a), "b": list(b)},
-            "unknown": {"a": list(prediction.unknown[0]), "b": list(prediction.unknown[1])}}
-  weights = prediction.attention
-  maps = []
-  if "self_attention" in weights:
-    packed = ["[CLS]", *a, "[SEP]", *b, "[SEP]"]
-    maps.append(attention_map("self_attention", "self", weights["self_attention"], packed,
-                              packed))
-  for name, queries, keys in (("a_to_b", a, b), ("b_to_a", b, a)):
-    if name in weights:
-      maps.append(attention_map(name, "cross", weights[name][None, None], queries, keys))
-  for name, keys in (("a_pooling", a), ("b_pooling", b)):
-    if name in weights:
-      maps.append(attention_map(name, "pooling", weights[name][None, None, None], [POOL_QUERY],
-                                keys))
-  return output, maps
-
-
-@dataclasses.dataclass(frozen=True)
-class Kind:
-  """How the explorer serves one experiment: its input, options and answer."""
-  input: str  # 'text' or 'pair'
-  options: Callable[[runs.Run, Limits], dict[str, Option]]
-  answer: Callable[..., tuple[dict[str, Any], list[dict[str, Any]]]]
-
-
-KINDS: dict[str, Kind] = {
-    "sentiment": Kind("text", _sentiment_options, _sentiment_answer),
-    "translation": Kind("text", _translation_options, _translation_answer),
-    "couplet": Kind("text", _couplet_options, _couplet_answer),
-    "matching": Kind("pair", _matching_options, _matching_answer),
-}
-
-
 # ---- the explorer ----------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
 class Served:
-  """One loaded run: its id, the run, how it is served, its options."""
+  """One loaded run: its id, the run, how its experiment answers (registry), its options."""
   id: str
   run: runs.Run
-  kind: Kind
+  answerer: Answerer
   options: dict[str, Option]
 
 
-def load(workdir: str, notes: list[str]) -> runs.Run:
-  """runs.load_run(workdir, 'best') for serving; a RunRefusedError naming `workdir` and why.
-  What the loader warns about (runs.RunNote: a checkpoint loaded unverified) is added to
-  `notes`."""
+def load(workdir: str, notes: list[str]) -> tuple[runs.Run, Answerer]:
+  """runs.load_run(workdir, 'best') for serving, with its experiment's Answerer (the registry's
+  `Experiment.answerer`); a RunRefusedError naming `workdir` and why. What the loader warns about
+  (runs.RunNote: a checkpoint loaded unverified) is added to `notes`."""
   try:
     with warnings.catch_warnings(record=True) as caught:
       warnings.simplefilter("always", runs.RunNote)  # an unverified old checkpoint still serves
@@ -462,13 +187,16 @@ def load(workdir: str, notes: list[str]) -> runs.Run:
     raise RunRefusedError(f"--workdir {workdir}: {e}", damaged=True) from None
   except ValueError as e:
     raise RunRefusedError(f"--workdir {workdir} cannot be loaded: {e}") from None
-  if run.config.experiment not in KINDS:
+  answerer = registry.get_experiment(run.config.experiment).answerer
+  if answerer is None:
+    served = sorted(name for name, experiment in registry.load_experiments().items()
+                    if experiment.answerer is not None)
     raise RunRefusedError(f"--workdir {workdir} is a {run.config.experiment!r} run; the explorer "
-                          f"serves {', '.join(KINDS)}")
-  if run.task.__class__.__name__ == "PretrainTask":  # matching's masked language model
-    raise RunRefusedError(f"--workdir {workdir} is a pretraining run ({run.config.model_name}): "
-                          "it does not classify pairs; serve a classifier fine-tuned from it")
-  return run
+                          f"serves {', '.join(served)}")
+  reason = answerer.refuses(run) if answerer.refuses is not None else None
+  if reason is not None:
+    raise RunRefusedError(f"--workdir {workdir} is {reason}")
+  return run, answerer
 
 
 class Explorer:
@@ -490,16 +218,15 @@ class Explorer:
     self.runs: dict[str, Served] = {}
     self.notes: list[str] = []  # what loading the runs warned about, for the command to print
     for number, workdir in enumerate(workdirs):
-      run = load(workdir, self.notes)
-      kind = KINDS[run.config.experiment]
-      self.runs[str(number)] = Served(str(number), run, kind, kind.options(run, limits))
+      run, answerer = load(workdir, self.notes)
+      self.runs[str(number)] = Served(str(number), run, answerer, answerer.options(run, limits))
 
   def describe(self) -> list[dict[str, Any]]:
     """Every served run as /api/runs lists it."""
     return [{"id": s.id, "workdir": s.run.workdir, "experiment": s.run.config.experiment,
              "model": s.run.config.model_name, "step": int(s.run.step),
              "options": {name: o.describe() for name, o in s.options.items()},
-             "input": s.kind.input} for s in self.runs.values()]
+             "input": s.answerer.input} for s in self.runs.values()]
 
   def served(self, run_id: Any) -> Served:
     """The run `run_id` serves; UnknownRunError otherwise."""
@@ -519,16 +246,16 @@ class Explorer:
     served = self.served(run_id)
     if weights_format not in WEIGHTS_FORMATS:
       raise InputError(f"weights_format must be one of {', '.join(WEIGHTS_FORMATS)}, got "
-                       f"{_shown(weights_format)}")
+                       f"{shown(weights_format)}")
     checked = check_options(served.options, options)
-    if served.kind.input == "pair":
+    if served.answerer.input == "pair":
       value = check_pair(value, self.limits)
     else:
       value = check_text(value, "input", self.limits)
     console = ListConsole()
     with self._lock:
       try:
-        output, maps = served.kind.answer(served.run, value, checked, console)
+        output, maps = served.answerer.answer(served.run, value, checked, console)
       except UsageError as e:
         raise InputError(_option_names(str(e))) from None
     for m in maps:

@@ -13,7 +13,9 @@ registers the experiment 'matching' (command alias 'match').
 """
 
 from experiments import registry
+from experiments.matching import answerer
 from experiments.matching import cli
+from experiments.matching import report
 from experiments.matching.configs import CONFIGS
 from experiments.matching.configs import DEFAULT_MODEL
 from experiments.matching.task import MatchingTask
@@ -23,7 +25,8 @@ from experiments.matching.task import Prediction
 EXPERIMENT = registry.register(registry.Experiment(
     name="matching", make_task=make_task, configs=CONFIGS, default_model=DEFAULT_MODEL,
     predict=cli.predict, add_predict_arguments=cli.add_arguments,
-    evaluate_pairs=cli.evaluate_pairs, aliases=("match",),
+    evaluate_pairs=cli.evaluate_pairs, answerer=answerer.ANSWERER, aliases=("match",),
+    commands={"report": report.COMMAND},
     description="question-pair matching (AFQMC/LCQMC): Transformer, decomposable attention, "
     "ESIM, siamese BiLSTM"),
     replace=True)

@@ -1,6 +1,7 @@
-"""Scores a trained matching run on whole splits and lists pairs it gets wrong, for docs/RESULTS.md.
+"""`python -m experiments report matching`: scores a trained matching run on whole splits and
+lists pairs it gets wrong, for docs/RESULTS.md.
 
-    python -m experiments.matching.report --workdir runs/matching-esim [--splits dev test]
+    python -m experiments report matching --workdir runs/matching-esim [--splits dev test]
         [--checkpoint best] [--errors 20] [--seed 0] [--out report.json]
 
 For each split: accuracy, F1 of label 1, macro-F1, ROC AUC (metrics.binary_metrics), the confusion
@@ -19,14 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from typing import Any, Sequence
 
 import numpy as np
 
+from experiments import registry
 from experiments import runs
+from experiments.cli_flags import checkpoint_choice
 from experiments.console import Console
-from experiments.console import run_command
+from experiments.console import UsageError
 from experiments.matching import metrics as metrics_lib
 
 
@@ -70,23 +72,25 @@ def error_table(pairs: Sequence[tuple[str, str]], labels: np.ndarray, prob: np.n
   return out
 
 
-def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="python -m experiments.matching.report",
-                                   description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """The report's flags."""
   parser.add_argument("--workdir", required=True)
   parser.add_argument("--splits", nargs="+", default=["dev", "test"], choices=("dev", "test"))
-  parser.add_argument("--checkpoint", default="best")
+  parser.add_argument("--checkpoint", type=checkpoint_choice, default="best",
+                      metavar="best|latest|STEP")
   parser.add_argument("--data-dir", help="where the run's data lives, if it moved")
   parser.add_argument("--errors", type=int, default=20,
                       help="how many wrong pairs of the first split to list (0: none)")
   parser.add_argument("--seed", type=int, default=0, help="seeds the choice of wrong pairs")
   parser.add_argument("--out", help="the JSON file (default <workdir>/report.json)")
-  return parser
 
 
-def _report(args: argparse.Namespace, console: Console) -> int:
+def run_report(args: argparse.Namespace, console: Console) -> int:
+  """Scores the run, writes the JSON to --out, prints it and the table of wrong pairs."""
+  if args.errors < 0:
+    raise UsageError(f"--errors must be at least 0, got {args.errors}")
   run = runs.load_run(args.workdir, args.checkpoint, args.data_dir, experiment="matching",
-                      command="experiments.matching.report")
+                      command="report matching")
   report: dict[str, Any] = {"workdir": args.workdir, "model": run.config.model_name,
                             "checkpoint": args.checkpoint, "step": run.step}
   table: list[str] = []
@@ -107,9 +111,6 @@ def _report(args: argparse.Namespace, console: Console) -> int:
   return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  return run_command(_parser(), _report, argv)
-
-
-if __name__ == "__main__":
-  sys.exit(main())
+COMMAND = registry.Command(help="score a trained matching run on whole splits (JSON) and list "
+                           "pairs it gets wrong", add_arguments=add_arguments, run=run_report,
+                           description=__doc__.split("\n\n")[0])

@@ -10,6 +10,7 @@ command: cli.py. Importing this package registers the experiment 'sentiment' (co
 """
 
 from experiments import registry
+from experiments.sentiment import answerer
 from experiments.sentiment import cli
 from experiments.sentiment.configs import CONFIGS
 from experiments.sentiment.configs import DEFAULT_MODEL
@@ -18,6 +19,6 @@ from experiments.sentiment.task import SentimentTask
 
 EXPERIMENT = registry.register(registry.Experiment(
     name="sentiment", make_task=SentimentTask, configs=CONFIGS, default_model=DEFAULT_MODEL,
-    predict=cli.predict, aliases=("classify",),
+    predict=cli.predict, answerer=answerer.ANSWERER, aliases=("classify",),
     description="IMDB sentiment: BiLSTM / self-attention classifiers with attention heatmaps"),
     replace=True)

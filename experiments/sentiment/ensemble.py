@@ -77,7 +77,7 @@ import scipy.optimize
 import scipy.special
 
 from experiments import runs
-from experiments.cli import checkpoint_choice
+from experiments.cli_flags import checkpoint_choice
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import run_command

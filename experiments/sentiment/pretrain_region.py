@@ -19,7 +19,7 @@ import re
 import sys
 from typing import Sequence
 
-from experiments.cli import checkpoint_choice
+from experiments.cli_flags import checkpoint_choice
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import run_command

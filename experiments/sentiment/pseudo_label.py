@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from experiments import runs
-from experiments.cli import checkpoint_choice
+from experiments.cli_flags import checkpoint_choice
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import run_command

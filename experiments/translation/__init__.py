@@ -15,6 +15,8 @@ Importing this package registers the experiment 'translation' (command alias 'tr
 """
 
 from experiments import registry
+from experiments.translation import answerer
+from experiments.translation import by_length
 from experiments.translation import cli
 from experiments.translation.configs import CONFIGS
 from experiments.translation.configs import DEFAULT_MODEL
@@ -24,6 +26,7 @@ from experiments.translation.task import TranslationTask
 EXPERIMENT = registry.register(registry.Experiment(
     name="translation", make_task=TranslationTask, configs=CONFIGS, default_model=DEFAULT_MODEL,
     predict=cli.predict, add_predict_arguments=cli.add_arguments,
-    evaluate_pairs=cli.evaluate_pairs, aliases=("translate",),
+    evaluate_pairs=cli.evaluate_pairs, answerer=answerer.ANSWERER, aliases=("translate",),
+    commands={"by-length": by_length.COMMAND},
     description="English->French: Bahdanau seq2seq / Transformer, greedy and beam search, BLEU"),
     replace=True)

@@ -1,6 +1,7 @@
-"""BLEU by source length: trained runs' test translations, scored within buckets of English length.
+"""`python -m experiments by-length translation`: BLEU by source length, trained runs' test
+translations scored within buckets of English length.
 
-    python -m experiments.translation.by_length runs/translation-seq2seq_cpu \
+    python -m experiments by-length translation runs/translation-seq2seq_cpu \
         runs/translation-bahdanau_cpu [--edges 4 6 8 10] [--json by_length.json]
 
 Reads each run's test_translations.tsv (written at the end of training: the source, reference,
@@ -20,7 +21,10 @@ import json
 import os
 from typing import Sequence
 
-from experiments.console import Console, UsageError, read_lines, run_command
+from experiments import registry
+from experiments.console import Console
+from experiments.console import UsageError
+from experiments.console import read_lines
 from experiments.translation import metrics
 from experiments.translation.task import TEST_TRANSLATIONS_FILE
 
@@ -82,7 +86,8 @@ def markdown(table: dict[str, dict[str, list[metrics.LengthBucket]]]) -> list[st
   return lines
 
 
-def _run(args: argparse.Namespace, console: Console) -> int:
+def run(args: argparse.Namespace, console: Console) -> int:
+  """Reads the runs' translations and prints the table (and writes --json)."""
   if any(e < 1 for e in args.edges) or sorted(set(args.edges)) != list(args.edges):
     raise UsageError(f"--edges: expected strictly ascending positive word counts, got "
                      f"{args.edges}")
@@ -116,17 +121,16 @@ def _run(args: argparse.Namespace, console: Console) -> int:
   return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m experiments.translation.by_length",
-                                   description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """The runs and the buckets."""
   parser.add_argument("runs", nargs="+", metavar="RUN",
                       help="run directories (or their test_translations.tsv files)")
   parser.add_argument("--edges", type=int, nargs="+", default=list(DEFAULT_EDGES),
                       help="the buckets' upper bounds in source words, ascending (default: "
                            f"{' '.join(map(str, DEFAULT_EDGES))}: 1-4, 5-6, 7-8, 9-10, 11+)")
   parser.add_argument("--json", metavar="FILE", help="also write the figures here as JSON")
-  return run_command(parser, _run, argv)
 
 
-if __name__ == "__main__":
-  raise SystemExit(main())
+COMMAND = registry.Command(help="BLEU by source length of runs' test translations (Markdown)",
+                           add_arguments=add_arguments, run=run,
+                           description=__doc__.split("\n\n")[0])

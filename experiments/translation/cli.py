@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from experiments import cli as engine_cli
+from experiments import cli_flags
 from experiments import plots
 from experiments import runs
 from experiments.console import Console
@@ -51,7 +51,7 @@ from pipelines.sources import is_header
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   """The translation command's own flags (experiments/cli.py gives --heatmap, --input-file ...)."""
-  engine_cli.add_decoding_arguments(parser)
+  cli_flags.add_decoding_arguments(parser)
   parser.add_argument("--length-penalty", type=float, default=None,
                       help="GNMT length penalty alpha for beam search (default: the run's "
                       "data.length_penalty)")

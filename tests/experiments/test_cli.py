@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import engine_toy
 from experiments import metrics_log
 from experiments import registry
 from experiments.cli import main
+from experiments.console import UsageError
 
 engine_toy.enable_compilation_cache()
 
@@ -134,3 +136,43 @@ def test_predict_offers_no_flag_it_would_ignore(tmp_path, capsys):
   # --model only picks the default --workdir; beside --workdir it would be ignored.
   assert "--model only chooses the default --workdir" in _fails(
       ["predict", "toy", "1 2", "--workdir", str(tmp_path), "--model", "wide"], capsys)
+
+
+def test_an_experiments_own_command_parses_runs_and_exits_by_the_rule(capsys):
+  """registry.Experiment.commands: `python -m experiments <command> <experiment> ...`, its flags
+  its own, a UsageError exit 2 and a ValueError exit 1 (one line each); a command named like a
+  built-in one or an alias is refused naming both."""
+  toy = registry.get_experiment("toy")
+  seen = []
+
+  def add_arguments(parser):
+    parser.add_argument("--count", type=int, required=True)
+
+  def run(args, console):
+    seen.append((args.experiment, args.count))
+    if args.count < 0:
+      raise UsageError(f"--count must be at least 0, got {args.count}")
+    if args.count == 0:
+      raise ValueError("nothing to count")
+    console.print(f"counted {args.count}")
+    return 0
+
+  tally = registry.Command(help="count to --count", add_arguments=add_arguments, run=run)
+  try:
+    registry.register(dataclasses.replace(toy, commands={"tally": tally}), replace=True)
+    assert main(["tally", "toy", "--count", "3"]) == 0
+    assert capsys.readouterr().out == "counted 3\n" and seen == [("toy", 3)]
+    assert main(["tally", "toy", "--count", "-2"]) == 2
+    assert capsys.readouterr().err == "error: --count must be at least 0, got -2\n"
+    assert main(["tally", "toy", "--count", "0"]) == 1
+    assert capsys.readouterr().err == "error: nothing to count\n"
+    assert "the following arguments are required: --count" in _fails(["tally", "toy"], capsys)
+    assert "invalid choice: 'nope'" in _fails(["tally", "nope"], capsys)
+    for name, taken in (("serve", "a built-in command"), ("toyalias", "the toy experiment's alias")):
+      registry.register(dataclasses.replace(toy, aliases=("toyalias",), commands={name: tally}),
+                        replace=True)
+      with pytest.raises(ValueError, match=f"the toy experiment's command '{name}' is already "
+                         f"{taken}; name it otherwise"):
+        main(["list"])
+  finally:
+    registry.register(toy, replace=True)

@@ -254,7 +254,7 @@ def test_couplet_command_keeps_the_form_with_its_flags(workdir, capsys):
 
 def test_report_scores_each_form_and_the_references(workdir, tmp_path, capsys):
   out = str(tmp_path / "report.json")
-  assert report.main(["--workdir", workdir, "--splits", "dev", "--limit", "7", "--force-punct",
+  assert main(["report", "couplet", "--workdir", workdir, "--splits", "dev", "--limit", "7", "--force-punct",
                       "--no-copy", "--keep-pattern", "--out", out]) == 0
   capsys.readouterr()
   with open(out, encoding="utf-8") as f:
@@ -283,7 +283,7 @@ def test_report_scores_the_named_forms_with_another_beam(workdir, tmp_path, caps
 
   monkeypatch.setattr(task_lib.CoupletTask, "decode", spy)
   out = str(tmp_path / "report.json")
-  assert report.main(["--workdir", workdir, "--splits", "dev", "--limit", "5", "--forms",
+  assert main(["report", "couplet", "--workdir", workdir, "--splits", "dev", "--limit", "5", "--forms",
                       "length+punct", "free", "--beam-size", "3", "--out", out]) == 0
   capsys.readouterr()
   with open(out, encoding="utf-8") as f:
@@ -299,7 +299,7 @@ def test_report_oracle_reranks_the_beam_and_equals_the_best_for_beam_one(workdir
                                                                          capsys):
   def dev_report(beam: int) -> dict:
     out = str(tmp_path / f"report-{beam}.json")
-    assert report.main(["--workdir", workdir, "--splits", "dev", "--limit", "9", "--forms",
+    assert main(["report", "couplet", "--workdir", workdir, "--splits", "dev", "--limit", "9", "--forms",
                         "length", "--beam-size", str(beam), "--oracle", "--out", out]) == 0
     capsys.readouterr()
     with open(out, encoding="utf-8") as f:
@@ -332,8 +332,11 @@ def test_report_oracle_reranks_the_beam_and_equals_the_best_for_beam_one(workdir
     (["--limit", "0"], "--limit must be at least 1, got 0"),
 ])
 def test_report_rejects_bad_arguments(argv, message, capsys):
-  with pytest.raises(SystemExit):
-    report.main(["--workdir", "nowhere", *argv])
+  try:
+    status = main(["report", "couplet", "--workdir", "nowhere", *argv])
+  except SystemExit as e:  # argparse's own errors
+    status = e.code
+  assert status == 2
   assert message in capsys.readouterr().err
 
 
@@ -373,7 +376,7 @@ def test_markdown_table_rows_and_escaping():
 
 def test_table_command_lines_up_runs_on_the_same_couplets(workdir, tmp_path, capsys):
   out = tmp_path / "table.md"
-  assert table.main(["--workdirs", workdir, workdir, "--count", "6", "--seed", "1", "--split",
+  assert main(["table", "couplet", "--workdirs", workdir, workdir, "--count", "6", "--seed", "1", "--split",
                      "dev", "--force-punct", "--no-copy", "--keep-pattern", "--out", str(out)]) == 0
   captured = capsys.readouterr()
   assert out.read_text(encoding="utf-8").rstrip("\n") == captured.out.rstrip("\n")
@@ -393,16 +396,13 @@ def test_table_command_lines_up_runs_on_the_same_couplets(workdir, tmp_path, cap
 
 
 def test_table_command_names_a_directory_without_a_run(workdir, tmp_path, capsys):
-  with pytest.raises(SystemExit) as exit_info:
-    table.main(["--workdirs", workdir, str(tmp_path / "nothing")])
-  assert exit_info.value.code == 2
+  assert main(["table", "couplet", "--workdirs", workdir, str(tmp_path / "nothing")]) == 2
   assert f"{tmp_path / 'nothing'} the --workdir of a training run?" in capsys.readouterr().err
 
 
 def test_table_command_refuses_a_count_larger_than_the_split(workdir, capsys):
-  with pytest.raises(SystemExit) as exit_info:
-    table.main(["--workdirs", workdir, "--count", "100000", "--split", "dev"])
-  assert exit_info.value.code == 2
+  assert main(["table", "couplet", "--workdirs", workdir, "--count", "100000", "--split",
+               "dev"]) == 2
   assert "--count 100000: cannot draw 100000 couplets from a split of" in capsys.readouterr().err
 
 

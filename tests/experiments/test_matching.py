@@ -321,7 +321,7 @@ def test_wrong_pairs_takes_half_of_each_kind_where_it_can():
 def test_report_scores_both_splits_and_lists_wrong_dev_pairs(trained_run, capsys, sample):
   root, workdir, result = trained_run
   capsys.readouterr()
-  assert report_lib.main(["--workdir", workdir, "--errors", "6"]) == 0
+  assert cli.main(["report", "matching", "--workdir", workdir, "--errors", "6"]) == 0
   out = capsys.readouterr().out
   report = json.loads((root / "run" / "report.json").read_text())
   for split in ("dev", "test"):

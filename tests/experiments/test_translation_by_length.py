@@ -1,5 +1,5 @@
-"""BLEU by source length (experiments.translation.metrics.scores_by_length and the by_length
-command): each bucket is sacreBLEU of its own lines, every source once against all of its
+"""BLEU by source length (experiments.translation.metrics.scores_by_length and the
+`by-length translation` command): each bucket is sacreBLEU of its own lines, every source once against all of its
 references."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import pytest
 import sacrebleu
 
-from experiments.translation import by_length
+from experiments import cli
 from experiments.translation import metrics
 
 # Sources of 1, 3, 5 and 7 words; the 3-word one has two references.
@@ -58,7 +58,7 @@ def test_command_prints_one_row_per_bucket_for_every_run(tmp_path, capsys):
   plain = _write_run(tmp_path / "translation-seq2seq_cpu")
   attention = _write_run(tmp_path / "translation-bahdanau_cpu", beam=GREEDY)
   out_json = tmp_path / "by_length.json"
-  assert by_length.main([plain, attention, "--edges", "2", "6", "--json", str(out_json)]) == 0
+  assert cli.main(["by-length", "translation", plain, attention, "--edges", "2", "6", "--json", str(out_json)]) == 0
   lines = capsys.readouterr().out.splitlines()
   assert lines[0] == ("| source words | sources | translation-seq2seq_cpu greedy | "
                       "translation-seq2seq_cpu beam | translation-bahdanau_cpu greedy | "
@@ -75,12 +75,9 @@ def test_command_prints_one_row_per_bucket_for_every_run(tmp_path, capsys):
 
 
 def test_command_names_a_missing_or_malformed_file(tmp_path, capsys):
-  with pytest.raises(SystemExit) as exit_info:
-    by_length.main([str(tmp_path / "nowhere")])
-  assert exit_info.value.code == 2
+  assert cli.main(["by-length", "translation", str(tmp_path / "nowhere")]) == 2
   assert "nowhere: no such file (a run writes test_translations.tsv" in capsys.readouterr().err
   bad = tmp_path / "bad.tsv"
   bad.write_text("source\treference\tgreedy\tbeam\nGo.\tVa !\n", encoding="utf-8")
-  with pytest.raises(SystemExit):
-    by_length.main([str(bad)])
+  assert cli.main(["by-length", "translation", str(bad)]) == 2
   assert "bad.tsv, line 2: expected 4 tab-separated fields, got 2" in capsys.readouterr().err

@@ -3,6 +3,7 @@ attention maps equal to what the models and the heatmaps compute."""
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import shutil
@@ -13,6 +14,7 @@ import jax
 import numpy as np
 import pytest
 
+from experiments import answers
 from experiments import cli as engine_cli
 from experiments import config as config_lib
 from experiments import registry
@@ -48,6 +50,35 @@ def test_missing_and_non_run_directories_are_refused_naming_them(tmp_path):
   assert "config.json does not exist" in str(e.value) and not e.value.damaged
   with pytest.raises(service.RunRefusedError, match="no --workdir given"):
     service.Explorer([])
+
+
+def test_the_registry_says_how_a_run_answers_or_why_it_is_refused(tiny_runs):
+  """The explorer serves what the experiment's registry entry declares (Experiment.answerer):
+  none, and the run is refused naming the experiments that are served; an Answerer's `refuses`
+  reason, and the run is refused with it."""
+  workdir = tiny_runs["sentiment_pooling"]
+  sentiment = registry.get_experiment("sentiment")
+  assert service.Explorer([workdir]).describe()[0]["input"] == "text"
+  try:
+    registry.register(dataclasses.replace(sentiment, answerer=None), replace=True)
+    with pytest.raises(service.RunRefusedError) as e:
+      service.Explorer([workdir])
+    assert str(e.value) == (f"--workdir {workdir} is a 'sentiment' run; the explorer serves "
+                            "couplet, matching, translation")
+    refusing = dataclasses.replace(sentiment.answerer, refuses=lambda run: (
+        f"a {run.config.model_name} run that answers nothing here"))
+    registry.register(dataclasses.replace(sentiment, answerer=refusing), replace=True)
+    with pytest.raises(service.RunRefusedError) as e:
+      service.Explorer([workdir])
+    assert str(e.value) == f"--workdir {workdir} is a ngram_attn run that answers nothing here"
+    assert not e.value.damaged
+  finally:
+    registry.register(sentiment, replace=True)
+
+
+def test_an_answerer_takes_a_text_or_a_pair_only():
+  with pytest.raises(ValueError, match="Answerer.input must be 'text' or 'pair', got 'image'"):
+    answers.Answerer("image", lambda run, limits: {}, lambda run, value, options, console: None)
 
 
 def test_a_damaged_checkpoint_is_refused(tiny_runs, tmp_path):
