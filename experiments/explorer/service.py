@@ -296,7 +296,8 @@ def _sentiment_answer(run: runs.Run, text: str, options: dict[str, Any], console
   prediction = sentiment_cli.answer(run, args, console)[0]
   output = {"label": prediction.label_name, "probability": float(prediction.probability),
             "words": list(prediction.words), "unknown": list(prediction.unknown),
-            "weights": [float(w) for w in prediction.word_weights]}
+            "weights": ([] if prediction.word_weights is None  # a model without attention
+                        else [float(w) for w in prediction.word_weights])}
   maps = []
   for name, weights in run.task.attention_maps(run.params, prediction).items():
     if name == "pooling":

@@ -120,6 +120,8 @@ def answer(run: runs.Run, pairs: list[tuple[str, str]], args: argparse.Namespace
           console.note(f"pair {number}: the {name} question has {count} tokens; the model reads "
                        f"the first {limit}")
     predictions = task.predict(run.params, pairs)
+  if args.heatmap is not None and not predictions[0].attention:
+    raise UsageError(f"--heatmap: the {run.config.model_name} model has no attention to draw")
   if args.heatmap is not None and args.head is not None:
     if "self_attention" not in predictions[0].attention:
       raise UsageError("--head applies to Transformer runs only")
