@@ -5,7 +5,8 @@
         --workdir runs/sentiment-bilstm_attn_dot --heatmap attention.png
 
 Named runs: configs.py; models: models.py; the task (data, loss, prediction): task.py, and the
-models fitted without gradient steps (NBSVM, paragraph vectors): fitted.py; the command: cli.py. Importing this package registers the experiment 'sentiment' (command alias
+models fitted without gradient steps (NBSVM, paragraph vectors): fitted.py; the command: cli.py.
+Importing this package registers the experiment 'sentiment' (command alias
 'classify').
 """
 

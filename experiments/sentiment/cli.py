@@ -89,7 +89,8 @@ def answer(run: runs.Run, args: argparse.Namespace, console: Console) -> list[Pr
     if total > len(prediction.words):
       console.note(cut_notice(number, text, len(prediction.words), total, "words",
                               "data.max_len"))
-  weights = "; then the attention weight per word" if predictions[0].word_weights is not None else ""
+  attention = predictions[0].word_weights is not None  # a fitted model has none
+  weights = "; then the attention weight per word" if attention else ""
   console.note(f"# {run.config.model_name} from {args.workdir} ({args.checkpoint} checkpoint, "
                f"step {run.step}): label, probability, text{weights}")
   paths = plots.numbered_paths(args.heatmap, len(predictions))

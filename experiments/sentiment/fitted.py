@@ -41,7 +41,8 @@ def pseudo_labelled_count(data) -> int:
 
 
 def split_reviews(data) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-  """The reviews of every split as id sequences, and their labels: ({split: rows}, {split: (N,)})."""
+  """The reviews of every split as id sequences, and their labels: ({split: rows},
+  {split: (N,)})."""
   ids = {split: data.splits[split].sequences["tokens"] for split in ("train", "dev", "test")}
   labels = {split: np.asarray(data.splits[split].scalars["label"]) for split in ids}
   return ids, labels
@@ -101,7 +102,7 @@ class FittedSentimentTask(FittedTask, SentimentTask):
 
 
 class NBSVMTask(FittedSentimentTask):
-  """NBSVM (configs.NBSVMConfig) on the training reviews; the model is the dev-chosen nbsvm.NBSVM."""
+  """NBSVM (configs.NBSVMConfig) on the training reviews; the model: the dev-chosen nbsvm.NBSVM."""
 
   def fit(self, note: Callable[[str], None]) -> tuple[Any, dict[str, Any]]:
     m = self.config.model
