@@ -139,9 +139,9 @@ def restore_params(task: Task, config: Config, workdir: str, which: str = "best"
   if not is_checkpoint_choice(which):
     raise ValueError(f"which must be 'best', 'latest' or a step number, got {which!r}")
   if isinstance(task, FittedTask):  # one fitted model, no steps: experiments/fitting.py
-    if which not in CHECKPOINT_CHOICES:
-      raise ValueError(f"{workdir} holds a fitted model, not checkpoints of steps: load it as "
-                       f"'best' or 'latest', not {which!r}")
+    if which not in CHECKPOINT_CHOICES:  # as a step that was not kept: a path that is not there
+      raise FileNotFoundError(f"{workdir} holds a fitted model, no checkpoint of step {which}: "
+                              "load it as best or latest")
     return fitting.load_model(workdir), 0
   dp = DataParallel(devices)
   tx, _ = make_optimizer(config.optimizer, total_steps=1)  # opt_state shapes need no run length

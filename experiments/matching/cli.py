@@ -35,6 +35,7 @@ from experiments.console import UsageError
 from experiments.console import input_errors
 from experiments.matching import metrics as metrics_lib
 from experiments.matching.task import Prediction
+from experiments.task import FittedTask
 from pipelines.tasks.matching import read_pairs_tsv
 
 
@@ -111,7 +112,8 @@ def answer(run: runs.Run, pairs: list[tuple[str, str]], args: argparse.Namespace
   explorer calls it too): classifies the pairs, prints the lines through `console` and returns
   the predictions."""
   task = run.task
-  limit = task.config.data.max_len
+  # A fitted model (the overlap baseline) reads whole questions; a network their first max_len.
+  limit = float("inf") if isinstance(task, FittedTask) else task.config.data.max_len
   with input_errors():
     for number, pair in enumerate(pairs, start=1):
       for name, text in zip(("first", "second"), pair):

@@ -129,8 +129,8 @@ def test_a_damaged_or_missing_model_is_refused_naming_it(sample_runs, tmp_path, 
   os.system(f"rm -r {damaged / 'model'}")
   assert cli.main(["predict", "sentiment", "--workdir", str(damaged), "fine"]) == 2
   assert "holds no fitted model (model/ is missing)" in capsys.readouterr().err
-  with pytest.raises(ValueError, match="holds a fitted model, not checkpoints of steps"):
-    runs.load_run(workdirs["nbsvm"], checkpoint="3")
+  assert cli.main(["evaluate", "--workdir", workdirs["nbsvm"], "--checkpoint", "3"]) == 2
+  assert "holds a fitted model, no checkpoint of step 3" in capsys.readouterr().err
 
 
 def test_a_fitted_run_holds_the_workdir_lock_and_replaces_its_model_whole(sample_runs, tmp_path):

@@ -102,6 +102,13 @@ def test_the_run_reports_the_dev_chosen_fit_as_the_neural_runs_are(sample, tmp_p
   expected = run.params.probabilities([(sample.tokenize(a), sample.tokenize(b))
                                        for a, b in pairs])
   assert lines == [f"{int(p >= 0.5)}\t{p:.4f}" for p in expected]
+  # A question longer than data.max_len is read whole (the features count every token): no note.
+  long_pair = ("花呗怎么还款" * 20, "怎么还花呗")
+  assert cli.main(["predict", "matching", "--workdir", workdir, *long_pair]) == 0
+  captured = capsys.readouterr()
+  assert "reads the first" not in captured.err
+  expected_long = run.params.probabilities([tuple(sample.tokenize(t) for t in long_pair)])[0]
+  assert captured.out == f"{int(expected_long >= 0.5)}\t{expected_long:.4f}\n"
   answer = service.Explorer([workdir]).answer("0", {"a": pairs[0][0], "b": pairs[0][1]})
   assert answer["attention"] == [] and answer["output"]["probability"] == expected[0]
   assert cli.main(["predict", "matching", "--workdir", workdir, "--heatmap", "x.png",
