@@ -34,6 +34,7 @@ from experiments import metrics_log
 from experiments import workdir as workdir_lib
 from experiments.checkpoints import CheckpointDamagedError
 from experiments.config import Config
+from experiments.console import UsageError
 from experiments.task import FittedTask
 
 MODEL_DIR = "model"
@@ -44,6 +45,24 @@ _PARTIAL_SUFFIX = ".part"
 def model_folder(workdir: str) -> str:
   """Where a fitted run keeps its model (and the model's checksums.json)."""
   return os.path.join(workdir, MODEL_DIR)
+
+
+def check_kind(workdir: str, fitted: bool, command: str) -> None:
+  """Refuses to fit into a directory that holds a trained run's checkpoints, or to train by steps
+  into one that holds a fitted model (the two would mix in one run).
+
+  Raises:
+    UsageError: naming the directory and what it holds.
+  """
+  if fitted:
+    held = [name for name in (checkpoints.LATEST_DIR, checkpoints.BEST_DIR)
+            if os.path.isdir(os.path.join(workdir, name))]
+    if held:
+      raise UsageError(f"{workdir} holds a run trained by gradient steps ({held[0]}/); `{command}` "
+                       "fits its model without them: give it another --workdir")
+  elif os.path.isdir(model_folder(workdir)):
+    raise UsageError(f"{workdir} holds a fitted model ({MODEL_DIR}/); `{command}` trains by "
+                     "gradient steps: give it another --workdir")
 
 
 def save_model(model: Any, workdir: str) -> str:

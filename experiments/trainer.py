@@ -399,10 +399,14 @@ def train(task: Task, config: Config, workdir: str, *,
   Raises:
     WorkdirLockedError: another training run holds `workdir` (nothing was read or written).
     WrongExperimentError: `workdir` holds a run of another experiment.
+    UsageError: `workdir` holds a fitted model and `task` trains by steps, or the other way round
+      (fitting.check_kind).
     and what `_train` raises.
   """
   workdir = os.path.abspath(workdir)
   workdir_lib.check_experiment(workdir, config.experiment, f"train {config.experiment}")
+  fitting.check_kind(workdir, isinstance(task, FittedTask), f"train {config.experiment} --model "
+                     f"{config.model_name}")
   if isinstance(task, FittedTask):  # fitted in one call (experiments/fitting.py), no steps
     with workdir_lib.WorkdirLock(workdir, note=console or print):
       results = fitting.fit_run(task, config, workdir, console or print)

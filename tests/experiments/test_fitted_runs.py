@@ -148,3 +148,18 @@ def test_a_fitted_run_holds_the_workdir_lock_and_replaces_its_model_whole(sample
   fitting.save_model({"weights": [3]}, workdir)
   assert fitting.load_model(workdir) == {"weights": [3]}
   assert sorted(os.listdir(workdir)) == ["model", "train.lock"]
+
+
+def test_a_fitted_run_and_a_trained_one_never_share_a_workdir(sample_runs, tmp_path, capsys):
+  _, _, workdirs = sample_runs
+  trained = tmp_path / "trained"
+  os.makedirs(trained / "checkpoints")
+  capsys.readouterr()
+  assert cli.main(["train", "sentiment", "--model", "nbsvm", "--workdir", str(trained)]) == 2
+  assert (f"{trained} holds a run trained by gradient steps (checkpoints/); `train sentiment "
+          "--model nbsvm` fits its model without them") in capsys.readouterr().err
+  assert cli.main(["train", "sentiment", "--model", "bilstm_mean", "--workdir",
+                   workdirs["nbsvm"]]) == 2
+  assert (f"{workdirs['nbsvm']} holds a fitted model (model/); `train sentiment --model "
+          "bilstm_mean` trains by gradient steps") in capsys.readouterr().err
+  assert not os.path.exists(trained / "config.json")
