@@ -40,7 +40,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import os
-from typing import Any, ClassVar, Iterable, Iterator, Mapping, Protocol
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Protocol
 
 import jax
 
@@ -261,7 +261,7 @@ class FittedTask(Task):
   """
 
   @abc.abstractmethod
-  def fit(self, note: Any) -> tuple[Any, dict[str, Any]]:
+  def fit(self, note: Callable[[str], None]) -> tuple[Any, dict[str, Any]]:
     """Fits the model on the training data (choices on dev allowed, never on test).
 
     Args:

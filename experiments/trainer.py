@@ -1,6 +1,7 @@
 """The training loop shared by every experiment (loading trained runs back: experiments/runs.py).
 
-`train(task, config, workdir)` runs one named configuration to the end:
+`train(task, config, workdir)` runs one named configuration to the end (a task.FittedTask, whose
+model is fitted in one call, is handed to experiments/fitting.py instead, in the same lock):
 
   * parameters are initialised (or the latest checkpoint is restored, together with the data
     position, the running metric sums and the elapsed time), then one jitted, donated, sharded step
