@@ -31,12 +31,14 @@ from typing import Any, Sequence
 import jax
 
 from experiments import config as config_lib
+from experiments import fitting
 from experiments import registry
 from experiments import trainer
 from experiments import workdir as workdir_lib
 from experiments.checkpoints import Checkpoints
 from experiments.config import Config
 from experiments.parallel import DataParallel
+from experiments.task import FittedTask
 from experiments.task import Task
 from experiments.train_state import make_init
 from experiments.train_state import make_optimizer
@@ -131,10 +133,16 @@ def restore_params(task: Task, config: Config, workdir: str, which: str = "best"
   end), e.g. to score each epoch of a short run on test.
 
   Returns:
-    (params on the devices, replicated; the step they come from).
+    (params on the devices, replicated; the step they come from); for a fitted model
+    (task.FittedTask), (the model, 0).
   """
   if not is_checkpoint_choice(which):
     raise ValueError(f"which must be 'best', 'latest' or a step number, got {which!r}")
+  if isinstance(task, FittedTask):  # one fitted model, no steps: experiments/fitting.py
+    if which not in CHECKPOINT_CHOICES:  # as a step that was not kept: a path that is not there
+      raise FileNotFoundError(f"{workdir} holds a fitted model, no checkpoint of step {which}: "
+                              "load it as best or latest")
+    return fitting.load_model(workdir), 0
   dp = DataParallel(devices)
   tx, _ = make_optimizer(config.optimizer, total_steps=1)  # opt_state shapes need no run length
   abstract = jax.eval_shape(make_init(task, tx), jax.random.key(0), task.example_batch())
@@ -169,8 +177,8 @@ class Run:
 
   Attributes:
     task: the experiment's task, with the run's artifacts (vocabularies) loaded.
-    params: the parameters, on the host.
-    step: the step they come from.
+    params: the parameters, on the host (a fitted run's: its model, task.FittedTask).
+    step: the step they come from (0 for a fitted model).
     config: the run's Config.
     workdir: the run's directory.
     checkpoint: 'best', 'latest' or a step number, as asked.
@@ -207,7 +215,9 @@ def load_run(workdir: str, checkpoint: str = "best", data_dir: str | None = None
   task = make_task(config)
   task.load_artifacts(workdir)
   params, step = restore_params(task, config, workdir, checkpoint)
-  return Run(task, jax.device_get(params), step, config, workdir, checkpoint)
+  if not isinstance(task, FittedTask):
+    params = jax.device_get(params)
+  return Run(task, params, step, config, workdir, checkpoint)
 
 
 def evaluate_run(workdir: str, split: str = "test", checkpoint: str = "best",

@@ -40,7 +40,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import os
-from typing import Any, ClassVar, Iterable, Iterator, Mapping, Protocol
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Protocol
 
 import jax
 
@@ -247,3 +247,42 @@ class Task(abc.ABC):
     In a multi-process run only process 0 calls it, with a copy of the parameters on its own
     devices (a computation on the global arrays would wait for the other processes forever)."""
     del params, workdir
+
+
+class FittedTask(Task):
+  """A task whose model is fitted on the data in one call (scikit-learn, gensim, a closed form)
+  instead of by gradient steps: it declares `fit` and no loss.
+
+  The engine (experiments/fitting.py) runs it as every run: the workdir lock, config.json, the
+  task's artifacts, results.json with the dev and test metrics; the model `fit` returns is saved
+  (pickled) into the run's `model/` folder under the same sha256 manifest as checkpoints
+  (checkpoints.write_manifest), verified before every load. `runs.load_run` hands the loaded model
+  to `predict` (and the other inference methods) where a trained run's parameters go.
+  """
+
+  @abc.abstractmethod
+  def fit(self, note: Callable[[str], None]) -> tuple[Any, dict[str, Any]]:
+    """Fits the model on the training data (choices on dev allowed, never on test).
+
+    Args:
+      note: a callable taking one line of progress (the console's note).
+
+    Returns:
+      (model, record): the fitted model (any picklable object, what inference methods take as
+      `params`) and what the fit chose and found, JSON-able (written into results.json as 'fit').
+    """
+
+  @abc.abstractmethod
+  def evaluate_model(self, model: Any, split: str) -> dict[str, float]:
+    """The model's metrics on `split` ('dev' or 'test'): name -> value (the same names on every
+    split, e.g. 'accuracy' and 'loss' as the trained runs of the experiment report them)."""
+
+  def init(self, rng: jax.Array, batch: Batch) -> Any:
+    raise TypeError(f"{type(self).__name__} is fitted in one call (fit), not initialised and "
+                    "trained by gradient steps")
+
+  def loss(self, params: Any, batch: Batch, rng: jax.Array | None) -> tuple[jax.Array, Metrics]:
+    raise TypeError(f"{type(self).__name__} is fitted in one call (fit): it has no loss")
+
+  def example_batch(self) -> Batch:
+    raise TypeError(f"{type(self).__name__} is fitted in one call (fit): it takes no batches")

@@ -1,6 +1,7 @@
 """The training loop shared by every experiment (loading trained runs back: experiments/runs.py).
 
-`train(task, config, workdir)` runs one named configuration to the end:
+`train(task, config, workdir)` runs one named configuration to the end (a task.FittedTask, whose
+model is fitted in one call, is handed to experiments/fitting.py instead, in the same lock):
 
   * parameters are initialised (or the latest checkpoint is restored, together with the data
     position, the running metric sums and the elapsed time), then one jitted, donated, sharded step
@@ -51,6 +52,7 @@ import tqdm
 
 from experiments import config as config_lib
 from experiments import distributed
+from experiments import fitting
 from experiments import metrics_log
 from experiments import plots
 from experiments import steps
@@ -60,6 +62,7 @@ from experiments.checkpoints import Verdict
 from experiments.config import Config
 from experiments.parallel import DataParallel
 from experiments.parallel import StopAgreement
+from experiments.task import FittedTask
 from experiments.task import Task
 from experiments.train_state import TrainState
 from experiments.train_state import make_init
@@ -209,14 +212,14 @@ class TrainResult:
   """What `train` returns.
 
   Attributes:
-    state: the final TrainState (on the devices).
+    state: the final TrainState (on the devices); None for a fitted model (task.FittedTask).
     step: the number of updates done.
     interrupted: the signal number that stopped the run early (None when it ran to the end).
     results: the contents of results.json (None when interrupted, and in processes other than 0,
       which do not write it).
     workdir: the run's directory.
   """
-  state: TrainState
+  state: TrainState | None
   step: int
   interrupted: int | None
   results: dict[str, Any] | None
@@ -365,7 +368,10 @@ class _Evaluator:
 def evaluate(task: Task, params, split: str, devices: Sequence[jax.Device] | None = None, *,
              extra: bool = True) -> dict[str, float]:
   """Weighted means of the task's metrics over `split`, plus its extra_eval metrics (decoding,
-  BLEU ...) unless `extra` is False."""
+  BLEU ...) unless `extra` is False. For a FittedTask, `params` is its fitted model and the
+  metrics are its evaluate_model's."""
+  if isinstance(task, FittedTask):
+    return task.evaluate_model(params, split)
   dp = DataParallel(devices)
   return _Evaluator(task, dp)(dp.replicate(params), split, extra)
 
@@ -394,10 +400,18 @@ def train(task: Task, config: Config, workdir: str, *,
   Raises:
     WorkdirLockedError: another training run holds `workdir` (nothing was read or written).
     WrongExperimentError: `workdir` holds a run of another experiment.
+    UsageError: `workdir` holds a fitted model and `task` trains by steps, or the other way round
+      (fitting.check_kind).
     and what `_train` raises.
   """
   workdir = os.path.abspath(workdir)
   workdir_lib.check_experiment(workdir, config.experiment, f"train {config.experiment}")
+  fitting.check_kind(workdir, isinstance(task, FittedTask), f"train {config.experiment} --model "
+                     f"{config.model_name}")
+  if isinstance(task, FittedTask):  # fitted in one call (experiments/fitting.py), no steps
+    with workdir_lib.WorkdirLock(workdir, note=console or print):
+      results = fitting.fit_run(task, config, workdir, console or print)
+    return TrainResult(None, 0, None, results, workdir)
   if not distributed.is_primary():
     return _train(task, config, workdir, devices=devices, console=console)
   with workdir_lib.WorkdirLock(workdir, note=console or print):

@@ -44,6 +44,7 @@ from experiments.matching.task import Prediction
 from pipelines.sources import is_header
 from pipelines.tasks.matching import PAIR_HEADER
 from pipelines.tasks.matching import pair_rows
+from experiments.task import FittedTask
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -143,7 +144,8 @@ def answer(run: runs.Run, pairs: list[tuple[str, str]], args: argparse.Namespace
   explorer calls it too): classifies the pairs, prints the lines through `console` and returns
   the predictions."""
   task = run.task
-  limit = task.config.data.max_len
+  # A fitted model (the overlap baseline) reads whole questions; a network their first max_len.
+  limit = float("inf") if isinstance(task, FittedTask) else task.config.data.max_len
   first = getattr(args, "first_number", 1)
   with input_errors():
     for number, pair in enumerate(pairs, start=first):
@@ -153,6 +155,8 @@ def answer(run: runs.Run, pairs: list[tuple[str, str]], args: argparse.Namespace
           console.note(f"pair {number}: the {name} question has {count} tokens; the model reads "
                        f"the first {limit}")
     predictions = task.predict(run.params, pairs)
+  if args.heatmap is not None and not predictions[0].attention:
+    raise UsageError(f"--heatmap: the {run.config.model_name} model has no attention to draw")
   if args.heatmap is not None and args.head is not None:
     if "self_attention" not in predictions[0].attention:
       raise UsageError("--head applies to Transformer runs only")

@@ -133,6 +133,17 @@ class SiameseConfig:
                                 self.dropout_rate, dtype, param_dtype)
 
 
+@dataclasses.dataclass
+class OverlapConfig:
+  """overlap.py's lexical-overlap baseline (overlap.OverlapTask, fitted without gradient steps):
+  liblinear's C values tried, the best by dev AUC kept."""
+  costs: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0)
+
+  def __post_init__(self):
+    if not self.costs or any(c <= 0 for c in self.costs):
+      raise ValueError(f"model.costs must be positive values, at least one, got {self.costs}")
+
+
 def _recipe(model: Any, *, num_epochs: int, learning_rate: float, batch_size: int = 64,
             warmup_steps: int = 0, schedule: str = "constant",
             weight_decay: float = 0.0) -> config_lib.Config:
@@ -193,9 +204,15 @@ def siamese() -> config_lib.Config:
   return _recipe(SiameseConfig(), num_epochs=6, learning_rate=1e-3)
 
 
+def overlap() -> config_lib.Config:
+  """The yardstick: logistic regression on lexical-overlap features of the pair (overlap.py), no
+  neural network, C in 0.1, 0.3, 1, 3 by dev AUC; the data as the neural runs read it."""
+  return config_lib.Config(model=OverlapConfig(), data=MatchingDataConfig())
+
+
 CONFIGS = {"transformer": transformer, "transformer_mlm": transformer_mlm,
            "transformer_pretrained": transformer_pretrained, "decomposable": decomposable,
-           "esim": esim, "siamese": siamese}
+           "esim": esim, "siamese": siamese, "overlap": overlap}
 DEFAULT_MODEL = "esim"
 
 

@@ -127,7 +127,7 @@ def _score_members(args: argparse.Namespace, console: Console
     console.note(f"{name}: {run.config.model_name}, step {run.step}: dev AUC "
                  f"{metrics_lib.binary_metrics(labels['dev'], prob[name]['dev'])['auc']:.4f}")
   if args.overlap:
-    record, prob["overlap"] = overlap_lib.fit_overlap(data, OVERLAP_COSTS, console)
+    record, prob["overlap"], _ = overlap_lib.fit_overlap(data, OVERLAP_COSTS, console.note)
     info["overlap"] = {"model": record["model"], "cost": record["cost"]}
   return prob, labels, info
 

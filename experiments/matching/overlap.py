@@ -1,7 +1,8 @@
 """A lexical-overlap baseline for sentence-pair matching: how far surface overlap alone gets.
 
-    python -m experiments.matching.overlap [--data-dir ../shared/data/afqmc] [--costs 0.1 1 10]
-        [--out overlap.json]
+    python -m experiments train matching --model overlap [--data-dir ../shared/data/afqmc] \
+        [--model.costs 0.1 1 10]
+    python -m experiments predict matching "花呗怎么还款" "怎么还花呗" --workdir runs/matching-overlap
 
 Each pair (a, b), tokenized as the matching runs tokenize it (characters for Chinese,
 MatchingData.tokenize), becomes one feature vector, the same for (b, a):
@@ -16,22 +17,20 @@ MatchingData.tokenize), becomes one feature vector, the same for (b, a):
               one side and 借 on the other is Huabei against Jiebei, a different product).
 
 An L2-regularized logistic regression (scikit-learn, liblinear) on them, for each cost C of
---costs; dev ROC AUC chooses C (as `train.best_metric dev/auc` chooses the neural runs'
-checkpoints). Reported for dev and test as the neural runs are (metrics.binary_metrics): at the
-argmax (p >= 0.5) and at the threshold of highest dev accuracy (metrics.best_threshold), with the
-confusion matrices. The vocabulary (tokens seen at least twice in train, the runs' min_freq) and
-everything fitted come from train only. Without --data-dir: the AFQMC sample shipped with the
-package.
+model.costs; dev ROC AUC chooses C (as `train.best_metric dev/auc` chooses the neural runs'
+checkpoints). The run (OverlapTask, fitted without gradient steps: experiments/fitting.py) reports
+dev and test as the neural runs do (their metric names): at the argmax (p >= 0.5) and at the
+threshold of highest dev accuracy (metrics.best_threshold); results.json's 'fit' holds every
+cost's dev figures, the confusion matrices and the heaviest features. The vocabulary (tokens seen
+at least twice in train, the runs' min_freq) and everything fitted come from train only. The
+model reads whole sentences (data.max_len does not cut them).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import difflib
-import json
-import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from scipy import sparse
@@ -39,11 +38,12 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
-from experiments import runs
-from experiments.console import Console
 from experiments.console import UsageError
-from experiments.console import run_command
+from experiments.log_odds import log_loss
 from experiments.matching import metrics as metrics_lib
+from experiments.matching.task import MatchingTask
+from experiments.matching.task import Prediction
+from experiments.task import FittedTask
 
 DENSE_NAMES = ("jaccard", "bigram_jaccard", "length_gap", "sequence_ratio", "tfidf_cosine",
                "equal", "shorter_length")
@@ -53,6 +53,11 @@ MIN_FREQ = 2  # vocabulary tokens are seen at least this often in train (the run
 
 def _bigrams(tokens: Sequence[str]) -> set[tuple[str, str]]:
   return set(zip(tokens, tokens[1:]))
+
+
+def _tfidf_terms(tokens: Sequence[str]) -> list[str]:
+  """The TF-IDF's terms of a sentence: its tokens, then its token bigrams ('x y')."""
+  return list(tokens) + [f"{x} {y}" for x, y in zip(tokens, tokens[1:])]
 
 
 def _jaccard(x: set, y: set) -> float:
@@ -92,8 +97,7 @@ class OverlapFeatures:
         counts[token] = counts.get(token, 0) + 1
     vocab = {token: i for i, token in enumerate(sorted(t for t, c in counts.items()
                                                        if c >= MIN_FREQ))}
-    tfidf = TfidfVectorizer(analyzer=lambda tokens: list(tokens) + [
-        f"{x} {y}" for x, y in zip(tokens, tokens[1:])])
+    tfidf = TfidfVectorizer(analyzer=_tfidf_terms)
     tfidf.fit([tokens for pair in pairs for tokens in pair])
     features = cls(vocab, tfidf, StandardScaler())
     features.scaler.fit(features._dense(pairs))
@@ -134,20 +138,35 @@ def _indicators(columns: list[list[int]], n: int, size: int) -> sparse.csr_matri
   return sparse.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(n, size))
 
 
-def overlap_baseline(data, costs: Sequence[float], console: Console | None = None
-                     ) -> dict[str, Any]:
+@dataclasses.dataclass
+class OverlapModel:
+  """A fitted baseline: the features, the dev-chosen logistic regression, its cost, and the
+  threshold of highest dev accuracy."""
+  features: OverlapFeatures
+  classifier: LogisticRegression
+  cost: float
+  threshold: float
+
+  def scores(self, pairs: Sequence[tuple[Sequence[str], Sequence[str]]]
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """float64 (N,) twice: log p(same) - log p(different), and p(same), of pairs of token
+    lists."""
+    x = self.features.transform(pairs)
+    return self.classifier.decision_function(x), self.classifier.predict_proba(x)[:, 1]
+
+  def probabilities(self, pairs: Sequence[tuple[Sequence[str], Sequence[str]]]) -> np.ndarray:
+    """float64 (N,): p(same) of pairs of token lists."""
+    return self.classifier.predict_proba(self.features.transform(pairs))[:, 1]
+
+
+def fit_overlap(data, costs: Sequence[float], note: Callable[[str], None]
+                ) -> tuple[dict[str, Any], dict[str, np.ndarray], OverlapModel]:
   """Fits the baseline on `data`'s train split (a pipelines.tasks.matching.MatchingData), one
-  logistic regression per cost, dev AUC choosing; the record the command writes."""
-  return fit_overlap(data, costs, console)[0]
-
-
-def fit_overlap(data, costs: Sequence[float], console: Console | None = None
-                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-  """overlap_baseline's record, and the chosen fit's p(same) of every pair by split
-  {'dev': (N_dev,), 'test': (N_test,)}, in the data's order."""
+  logistic regression per cost, dev AUC choosing: the record (every cost's dev figures, the
+  chosen one's dev and test figures and heaviest features), the chosen fit's p(same) of every
+  pair by split {'dev': (N_dev,), 'test': (N_test,)} in the data's order, and the model."""
   if not costs or any(c <= 0 for c in costs):
     raise ValueError(f"need at least one positive cost, got {list(costs)}")
-  console = console or Console()
   tokens = {split: [(data.tokenize(a), data.tokenize(b)) for a, b in data.texts(split)]
             for split in ("train", "dev", "test")}
   labels = {split: np.asarray(data.labels(split), np.int64) for split in tokens}
@@ -160,7 +179,7 @@ def fit_overlap(data, costs: Sequence[float], console: Console | None = None
     probs[cost] = {split: models[cost].predict_proba(x[split])[:, 1] for split in ("dev", "test")}
     dev = metrics_lib.binary_metrics(labels["dev"], probs[cost]["dev"])
     fits.append({"cost": cost, "dev": dev})
-    console.note(f"C={cost:g}: dev accuracy {dev['accuracy']:.4f}  AUC {dev['auc']:.4f}")
+    note(f"C={cost:g}: dev accuracy {dev['accuracy']:.4f}  AUC {dev['auc']:.4f}")
   chosen = max(fits, key=lambda row: row["dev"]["auc"])  # the first of the best
   prob = probs[chosen["cost"]]
   threshold = metrics_lib.best_threshold(labels["dev"], prob["dev"])
@@ -183,43 +202,58 @@ def fit_overlap(data, costs: Sequence[float], console: Console | None = None
   order = np.argsort(coef)
   record["most_negative"] = [[names[i], round(float(coef[i]), 4)] for i in order[:15]]
   record["most_positive"] = [[names[i], round(float(coef[i]), 4)] for i in order[::-1][:15]]
-  return record, prob
+  return record, prob, OverlapModel(features, models[chosen["cost"]], chosen["cost"], threshold)
 
 
-def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="python -m experiments.matching.overlap",
-                                   description=__doc__.split("\n")[0])
-  parser.add_argument("--data-dir", help="the question pairs (CLUE or LCQMC layout; default: "
-                                         "the AFQMC sample shipped with the package)")
-  parser.add_argument("--costs", type=float, nargs="+", default=[0.1, 0.3, 1.0, 3.0],
-                      help="liblinear's C values tried, the best by dev AUC kept")
-  parser.add_argument("--out", help="also write the JSON here")
-  return parser
+class OverlapTask(FittedTask, MatchingTask):
+  """The baseline as a run (configs.OverlapConfig): fitted on the data the matching runs read."""
 
+  def fit(self, note: Callable[[str], None]) -> tuple[OverlapModel, dict[str, Any]]:
+    record, _, model = fit_overlap(self.data, self.config.model.costs, note)
+    return model, record
 
-def _run(args: argparse.Namespace, console: Console) -> int:
-  if any(c <= 0 for c in args.costs):
-    raise UsageError(f"every --costs value must be positive, got {args.costs}")
-  # The data exactly as the matching runs read it (their default named run's data options).
-  data = runs.make_task(runs.make_config("matching", data_dir=args.data_dir)).data
-  record = overlap_baseline(data, args.costs, console)
-  text = json.dumps(record, indent=2, ensure_ascii=False)
-  if args.out:
-    with open(args.out, "w", encoding="utf-8") as f:
-      f.write(text + "\n")
-  console.print(text)
-  for split in ("dev", "test"):
-    r = record[split]
-    console.note(f"{split}: accuracy {r['accuracy']:.4f}  F1 {r['f1']:.4f}  macro-F1 "
-                 f"{r['macro_f1']:.4f}  AUC {r['auc']:.4f}; at dev's threshold "
-                 f"{record['threshold']:.3f}: accuracy {r['tuned']['accuracy']:.4f}  F1 "
-                 f"{r['tuned']['f1']:.4f}")
-  return 0
+  def _split_pairs(self, split: str) -> list[tuple[list[str], list[str]]]:
+    return [(self.data.tokenize(a), self.data.tokenize(b)) for a, b in self.data.texts(split)]
 
+  def evaluate_model(self, model: OverlapModel, split: str) -> dict[str, float]:
+    """The neural runs' metrics (MatchingTask.extra_eval's, and accuracy and loss at 0.5), at the
+    fit's dev threshold."""
+    labels = np.asarray(self.data.labels(split), np.int64)
+    z, prob = model.scores(self._split_pairs(split))
+    at_half = metrics_lib.binary_metrics(labels, prob)
+    tuned = metrics_lib.binary_metrics(labels, prob, model.threshold)
+    return {**at_half, "loss": log_loss(z, labels), "threshold": model.threshold,
+            "tuned_accuracy": tuned["accuracy"], "tuned_f1": tuned["f1"],
+            "tuned_macro_f1": tuned["macro_f1"]}
 
-def main(argv: Sequence[str] | None = None) -> int:
-  return run_command(_parser(), _run, argv)
+  def _token_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[str], list[str]]]:
+    out = []
+    for a, b in pairs:
+      tokens = (self.tokenize(a), self.tokenize(b))
+      if not tokens[0] or not tokens[1]:
+        raise ValueError(f"the pair {(a, b)!r} has an empty question")
+      out.append(tokens)
+    return out
 
+  def probabilities(self, params: OverlapModel, pairs: Sequence[tuple[str, str]],
+                    batch_size: int = 256) -> np.ndarray:
+    del batch_size  # scored at once
+    return params.probabilities(self._token_pairs(pairs))
 
-if __name__ == "__main__":
-  sys.exit(main())
+  def predict(self, params: OverlapModel, pairs: Sequence[tuple[str, str]]) -> list[Prediction]:
+    """Each pair's label at 0.5, p(same) and its whole tokens (unknown: outside the baseline's
+    vocabulary); no attention."""
+    tokens = self._token_pairs(pairs)
+    prob = params.probabilities(tokens)
+    vocab = params.features.vocab
+    return [Prediction(pair, (list(a), list(b)),
+                       ([t not in vocab for t in a], [t not in vocab for t in b]),
+                       int(p >= 0.5), float(p), {})
+            for pair, (a, b), p in zip(pairs, tokens, prob)]
+
+  def draw_heatmap(self, prediction: Prediction, path: str, layer: int = -1,
+                   head: int | None = None) -> str:
+    raise UsageError("--heatmap: the overlap baseline has no attention to draw")
+
+  def on_train_end(self, params, workdir: str) -> None:
+    del params, workdir  # nothing to draw

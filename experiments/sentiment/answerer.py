@@ -30,7 +30,8 @@ def answer(run: runs.Run, text: str, chosen: dict[str, Any], console: Console
   prediction = cli.answer(run, args, console)[0]
   output = {"label": prediction.label_name, "probability": float(prediction.probability),
             "words": list(prediction.words), "unknown": list(prediction.unknown),
-            "weights": [float(w) for w in prediction.word_weights]}
+            "weights": ([] if prediction.word_weights is None  # a model without attention
+                        else [float(w) for w in prediction.word_weights])}
   maps = []
   for name, weights in run.task.attention_maps(run.params, prediction).items():
     if name == "pooling":

@@ -17,6 +17,7 @@ import argparse
 
 from experiments import plots
 from experiments import runs
+from experiments.config import Config
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import cut_notice
@@ -46,16 +47,24 @@ def load_sentiment_run(workdir: str, checkpoint: str, data_dir: str | None,
 def unlabelled_records(run: runs.Run, data_dir: str | None = None) -> list[dict]:
   """IMDB's 'unsupervised' split ({'text', 'id'} records, text as str) from `data_dir` (default:
   the data the run was trained on), prepared where the run's data was."""
-  source = data_dir if data_dir is not None else run.config.data_dir
+  return unlabelled_records_of(run.config, data_dir)
+
+
+def unlabelled_records_of(config: Config, data_dir: str | None = None) -> list[dict]:
+  """unlabelled_records of the data a run of `config` reads."""
+  source = data_dir if data_dir is not None else config.data_dir
   records = read_records(datasets.load("imdb", "unsupervised", source=source,
-                                       data_dir=run.config.data.prepared_dir))
+                                       data_dir=config.data.prepared_dir))
   return [{**record, "text": record["text"].decode("utf-8") if isinstance(record["text"], bytes)
            else str(record["text"])} for record in records]
 
 
 def format_prediction(prediction: Prediction) -> list[str]:
-  """The label line, then one 'word  weight' line per word (unknown words marked)."""
+  """The label line, then one 'word  weight' line per word (unknown words marked; none for a
+  model without attention)."""
   lines = [f"{prediction.label_name}\t{prediction.probability:.4f}\t{echo(prediction.text)}"]
+  if prediction.word_weights is None:  # a model without attention (a fitted one)
+    return lines
   width = max(len(w) for w in prediction.words)
   for word, unknown, weight in zip(prediction.words, prediction.unknown,
                                    prediction.word_weights):
@@ -80,15 +89,18 @@ def answer(run: runs.Run, args: argparse.Namespace, console: Console) -> list[Pr
   first = getattr(args, "first_number", 1)
   with input_errors():  # a text with no words
     predictions = run.task.predict(run.params, list(args.inputs))
+  if args.heatmap is not None and predictions[0].attention is None:
+    raise UsageError(f"--heatmap: the {run.config.model_name} model has no attention to draw")
   for number, (text, prediction) in enumerate(zip(args.inputs, predictions), start=first):
     total = len(text_lib.imdb_tokenize(text))
     if total > len(prediction.words):
       console.note(cut_notice(number, text, len(prediction.words), total, "words",
                               "data.max_len"))
   if first == 1:
+    attention = predictions[0].word_weights is not None  # a fitted model has none
+    weights = "; then the attention weight per word" if attention else ""
     console.note(f"# {run.config.model_name} from {args.workdir} ({args.checkpoint} checkpoint, "
-                 f"step {run.step}): label, probability, text; then the attention weight per "
-                 "word")
+                 f"step {run.step}): label, probability, text{weights}")
   paths = plots.numbered_paths(args.heatmap, len(predictions), first,
                                getattr(args, "numbered", None))
   for prediction, path in zip(predictions, paths):

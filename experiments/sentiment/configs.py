@@ -222,6 +222,41 @@ class TransformerConfig:
                                         self.normalize_before, dtype, param_dtype)
 
 
+@dataclasses.dataclass
+class NBSVMConfig:
+  """NBSVM (nbsvm.py), fitted by fitted.NBSVMTask: the longest n-gram, the costs (liblinear's C)
+  tried on each set of training reviews of train_on ('labelled': IMDB's; 'all': with a
+  self-training student's pseudo-labelled ones, given by data.pseudo_labels), dev accuracy choosing
+  among all the fits. train.seed is liblinear's random state."""
+  max_n: int = 3
+  costs: tuple[float, ...] = (0.1, 0.3, 1.0)
+  train_on: tuple[Literal["labelled", "all"], ...] = ("labelled", "all")
+
+  def __post_init__(self):
+    if self.max_n < 1 or not self.costs or any(c <= 0 for c in self.costs) or not self.train_on:
+      raise ValueError(f"model: max_n must be at least 1, costs positive and train_on not empty, "
+                       f"got max_n {self.max_n}, costs {self.costs}, train_on {self.train_on}")
+
+
+@dataclasses.dataclass
+class ParagraphVectorsConfig:
+  """Paragraph vectors (paragraph_vectors.py: PV-DBOW on the labelled training reviews and IMDB's
+  unlabelled ones, logistic regression on the labelled ones' vectors, C of PV_COSTS by dev
+  accuracy), fitted by fitted.ParagraphVectorsTask: the vector size, passes, negative words per
+  word, the least count of a kept word and gensim's threads (1 repeats exactly). train.seed is
+  gensim's seed."""
+  dim: int = 100
+  epochs: int = 10
+  negative: int = 5
+  min_count: int = 2
+  workers: int = 1
+
+  def __post_init__(self):
+    for name in ("dim", "epochs", "negative", "min_count", "workers"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"model.{name} must be at least 1, got {getattr(self, name)}")
+
+
 def _seed_recipe(model: Any) -> config_lib.Config:
   """The seed chapter's recipe around a model config (see the module docstring)."""
   return config_lib.Config(
@@ -315,6 +350,25 @@ def ngram_attn() -> config_lib.Config:
   config.data = SentimentDataConfig(max_len=1024, bigrams=True)
   config.train.num_epochs = 10
   return config
+
+
+def _fitted(model: Any) -> config_lib.Config:
+  """A model fitted in one call (fitted.py): on the reviews as ngram_attn reads them (its first
+  1,024 tokens, the words seen at least 5 times), so that it learns from the same ids as the
+  self-training chain's runs."""
+  return config_lib.Config(model=model, data=SentimentDataConfig(max_len=1024))
+
+
+def nbsvm() -> config_lib.Config:
+  """NBSVM with uni+bi+trigrams (Wang and Manning 2012, Mesnil et al. 2014's form), C in 0.1, 0.3,
+  1 by dev accuracy; with --data.pseudo_labels also on the pseudo-labelled reviews."""
+  return _fitted(NBSVMConfig())
+
+
+def paragraph_vectors() -> config_lib.Config:
+  """Paragraph vectors (PV-DBOW, D 100, 10 epochs, one thread) on the labelled training reviews and
+  the 50,000 unlabelled ones, logistic regression on the labelled ones' vectors."""
+  return _fitted(ParagraphVectorsConfig())
 
 
 def _nndl_protocol(config: config_lib.Config) -> config_lib.Config:
@@ -443,5 +497,7 @@ CONFIGS = {
     "bilstm_sa_attn_dot_nndl": bilstm_sa_attn_dot_nndl,
     "attn_dot_nndl": attn_dot_nndl,
     "attn_dot_pos_nndl": attn_dot_pos_nndl,
+    "nbsvm": nbsvm,
+    "paragraph_vectors": paragraph_vectors,
 }
 DEFAULT_MODEL = "bilstm_mean"

@@ -15,7 +15,7 @@ self-training student its pseudo-labelled reviews) and fits two more models on i
   reviews, and on all of them with the pseudo-labelled ones);
 - paragraph vectors (paragraph_vectors.py; `--pv-epochs 0` leaves them out): PV-DBOW learns a
   vector for each labelled training review and each of IMDB's unlabelled reviews, logistic
-  regression on the labelled ones' vectors for each C of PV_COSTS;
+  regression on the labelled ones' vectors for each C of paragraph_vectors.PV_COSTS;
 - on request (`--region-epochs N`, N > 0), the region CNN (region_cnn.py): region embeddings
   pretrained on the labelled training reviews and the unlabelled ones (`--region-pretrain-epochs`;
   0 trains the bag-of-words CNN alone), then the CNN on the labelled training reviews for N
@@ -81,30 +81,23 @@ from experiments.cli_flags import checkpoint_choice
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import run_command
+from experiments.sentiment import fitted
 from experiments.sentiment import region_cnn
 from experiments.sentiment.cli import load_sentiment_run
-from experiments.sentiment.cli import unlabelled_records
+from experiments.sentiment.fitted import pseudo_labelled_count
+from experiments.log_odds import accuracies
+from experiments.log_odds import accuracy
 from experiments.sentiment.lstm_lm import save_member
-from experiments.sentiment.nbsvm import NBSVM
-from experiments.sentiment.nbsvm import binary_features
-from experiments.sentiment.paragraph_vectors import PVClassifier
+from experiments.sentiment.nbsvm import fit_nbsvm
 from experiments.sentiment.paragraph_vectors import PVConfig
-from experiments.sentiment.paragraph_vectors import infer_vectors
-from experiments.sentiment.paragraph_vectors import train_vectors
+from experiments.sentiment.paragraph_vectors import fit_paragraph_vectors
 from experiments.sentiment.region_cnn import RegionConfig
 
 STEP = 0.05  # the 'grid' rule's blend weights are multiples of STEP that sum to 1
-PV_COSTS = (0.01, 0.1, 1.0)  # the logistic regression's C on paragraph vectors, dev chooses
 BLEND_RULES = ("log_loss", "grid")  # how the blend's weights are chosen on dev (module docstring)
 BOOTSTRAPS = 20  # dev resamples the chosen rule is refitted on, to show how much its weights move
 FOLDS = 5  # the folds of the cross-validated dev accuracy
 GRAD_TOLERANCE = 1e-6  # a log-loss gradient this small counts as zero at the fit's end
-
-
-def accuracy(log_odds: np.ndarray, labels: np.ndarray) -> float:
-  """The share of examples whose sign of log-odds gives the label (0 counts as negative, as
-  argmax over equal logits picks class 0)."""
-  return float(np.mean((np.asarray(log_odds) > 0).astype(np.int64) == np.asarray(labels)))
 
 
 def weight_grid(models: int, step: float = STEP) -> list[tuple[float, ...]]:
@@ -286,7 +279,7 @@ def blend_scores(scores: Mapping[str, Mapping[str, np.ndarray]],
   for name, weights in by_rule.items():
     z = {split: blend({m: scores[m][split] for m in names}, weights, scales)
          for split in ("dev", "test")}
-    per_rule[name] = {"weights": weights, **_accuracies(z, labels),
+    per_rule[name] = {"weights": weights, **accuracies(z, labels),
                       **rule_stability(name, dev_scores, labels["dev"], seed=seed)}
   chosen = per_rule.pop(rule)
   other_rule = {name: {key: r[key] for key in ("weights", "dev_accuracy", "test_accuracy",
@@ -363,8 +356,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
     raise ValueError(f"the vocabulary {run.workdir} saved differs from the one its data gives "
                      f"now, so the ids would not mean what the run learned: load the data the "
                      f"run was trained on")
-  ids = {split: data.splits[split].sequences["tokens"] for split in ("train", "dev", "test")}
-  labels = {split: np.asarray(data.splits[split].scalars["label"]) for split in ids}
+  ids, labels = fitted.split_reviews(data)
   pseudo = pseudo_labelled_count(data)
   sizes = {"labelled": len(ids["train"]) - pseudo, "all": len(ids["train"])}
   unknown = [name for name in [*train_on, region_train_on] if name not in sizes]
@@ -384,14 +376,14 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
     member_records[name], scores[name] = read_member(path, index, labels)
     console.note(f"member {name} read from {path}: dev {member_records[name]['dev_accuracy']:.4f}"
                  f"  test {member_records[name]['test_accuracy']:.4f}")
-  nbsvm_record, scores["nbsvm"] = _fit_nbsvm(ids, labels, sizes, max_n, costs, train_on, seed,
-                                             console)
+  nbsvm_record, scores["nbsvm"], _ = fit_nbsvm(ids, labels, sizes, max_n, costs, train_on,
+                                                seed, console.note)
   pretrains = region is not None and region.pretrain_epochs > 0
   if pv is not None or pretrains:
     unlabelled = unlabelled_reviews(run, console)
   if pv is not None:
-    pv_record, scores["paragraph_vectors"] = _fit_paragraph_vectors(
-        ids, labels, sizes["labelled"], unlabelled, pv, console)
+    pv_record, scores["paragraph_vectors"], _ = fit_paragraph_vectors(
+        ids, labels, sizes["labelled"], unlabelled, pv, console.note)
   if region is not None:
     region_record, scores["region_cnn"] = _fit_region_cnn(
         ids, labels, sizes["labelled"], unlabelled if pretrains else None, len(run.task.vocab),
@@ -409,7 +401,7 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
            + (["region_cnn"] if region is not None else []) + list(members))
   own_records = {"run": {"workdir": run.workdir, "model": run.config.model_name,
                          "checkpoint": run.checkpoint, "step": run.step,
-                         **_accuracies(scores["run"], labels)},
+                         **accuracies(scores["run"], labels)},
                  "nbsvm": nbsvm_record,
                  **({"paragraph_vectors": pv_record} if pv is not None else {}),
                  **({"region_cnn": region_record} if region is not None else {})}
@@ -440,42 +432,6 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   return record
 
 
-def _fit_nbsvm(ids, labels, sizes, max_n, costs, train_on, seed, console):
-  """NBSVM fitted on each set of training reviews with each cost; (the record of every fit and
-  the dev-chosen one, the chosen fit's log-odds on dev and test)."""
-  per_fit, fitted, count_s = [], {}, {}
-  for name in dict.fromkeys(train_on):
-    started = time.perf_counter()
-    vectorizer, train_features = binary_features(
-        [ids["train"][i] for i in range(sizes[name])], max_n)
-    features = {"dev": vectorizer.transform(list(ids["dev"])),
-                "test": vectorizer.transform(list(ids["test"]))}
-    count_s[name] = round(time.perf_counter() - started, 1)
-    console.note(f"{train_features.shape[1]:,} n-grams (n <= {max_n}) in the {sizes[name]:,} "
-                 f"{name} training reviews, counted in {count_s[name]:.0f} s")
-    for cost in costs:
-      started = time.perf_counter()
-      model = NBSVM.from_features(train_features, vectorizer, labels["train"][:sizes[name]],
-                                  max_n=max_n, cost=cost, seed=seed)
-      fitted[name, cost] = {split: model.scores(features[split]) for split in ("dev", "test")}
-      per_fit.append({"train_on": name, "train_reviews": sizes[name],
-                      "features": int(train_features.shape[1]), "cost": cost,
-                      **_accuracies(fitted[name, cost], labels),
-                      "fit_s": round(time.perf_counter() - started, 1)})
-      console.note(f"NBSVM on {name} reviews, C={cost:g}: dev {per_fit[-1]['dev_accuracy']:.4f}"
-                   f"  test {per_fit[-1]['test_accuracy']:.4f}")
-    del model, vectorizer, train_features, features  # the n-gram vocabulary takes gigabytes
-  chosen = max(per_fit, key=lambda row: row["dev_accuracy"])  # the first of the best
-  record = {"max_n": max_n, "fits": per_fit, "chosen": chosen, "count_s": count_s}
-  return record, fitted[chosen["train_on"], chosen["cost"]]
-
-
-def pseudo_labelled_count(data) -> int:
-  """How many of the training split's reviews are a self-training student's pseudo-labelled
-  ones: they come after IMDB's labelled reviews (0 for any other run)."""
-  return data.report.get("train", {}).get("pseudo_labelled", {}).get("kept", 0)
-
-
 def region_pretraining_reviews(run: runs.Run, console: Console) -> list:
   """The reviews a region embedding is pretrained on, as the ensemble pretrains it: the run's
   labelled training reviews (never a student's pseudo-labelled ones), then IMDB's unlabelled
@@ -486,45 +442,8 @@ def region_pretraining_reviews(run: runs.Run, console: Console) -> list:
 
 
 def unlabelled_reviews(run: runs.Run, console: Console) -> list[list[int]]:
-  """IMDB's unlabelled reviews, as ids of the run's vocabulary (cut to its max_len); reviews
-  without a word are counted and left out."""
-  started = time.perf_counter()
-  reviews, empty = [], 0
-  for record in unlabelled_records(run):
-    try:
-      reviews.append(run.task.encode(record["text"])[1])
-    except ValueError:  # no word
-      empty += 1
-  console.note(f"{len(reviews):,} unlabelled reviews read in {time.perf_counter() - started:.0f} s"
-               + (f" ({empty} without a word left out)" if empty else ""))
-  return reviews
-
-
-def _fit_paragraph_vectors(ids, labels, labelled, unlabelled, config, console):
-  """PV-DBOW on the labelled training reviews and the unlabelled ones, logistic regression on the
-  labelled vectors for each of PV_COSTS; (the record, the dev-chosen fit's log-odds)."""
-  started = time.perf_counter()
-  texts = [ids["train"][i] for i in range(labelled)] + list(unlabelled)
-  model = train_vectors(texts, config)
-  train_s = time.perf_counter() - started
-  started = time.perf_counter()
-  vectors = {split: infer_vectors(model, list(ids[split])) for split in ("dev", "test")}
-  infer_s = time.perf_counter() - started
-  console.note(f"paragraph vectors ({config.dim}) of {len(texts):,} texts trained in "
-               f"{train_s:.0f} s, dev and test inferred in {infer_s:.0f} s")
-  train_vectors_ = np.stack([model.dv[i] for i in range(labelled)])  # (labelled, D)
-  per_fit, fitted = [], {}
-  for cost in PV_COSTS:
-    classifier = PVClassifier.fit(train_vectors_, labels["train"][:labelled], cost)
-    fitted[cost] = {split: classifier.log_odds(vectors[split]) for split in ("dev", "test")}
-    per_fit.append({"cost": cost, **_accuracies(fitted[cost], labels)})
-    console.note(f"paragraph vectors, C={cost:g}: dev {per_fit[-1]['dev_accuracy']:.4f}  "
-                 f"test {per_fit[-1]['test_accuracy']:.4f}")
-  chosen = max(per_fit, key=lambda row: row["dev_accuracy"])
-  record = {"config": dataclasses.asdict(config), "texts": len(texts), "labelled": labelled,
-            "fits": per_fit, "chosen": chosen, "train_s": round(train_s, 1),
-            "infer_s": round(infer_s, 1)}
-  return record, fitted[chosen["cost"]]
+  """IMDB's unlabelled reviews, as ids of the run's vocabulary (fitted.unlabelled_reviews)."""
+  return fitted.unlabelled_reviews(run.task, console.note)
 
 
 MODEL_NAMES = ("run", "nbsvm", "paragraph_vectors", "region_cnn")  # the ensemble's own models
@@ -574,7 +493,7 @@ def read_member(path: str, index: Mapping[str, np.ndarray], labels: Mapping[str,
     if not np.isfinite(log_odds[split]).all():
       raise ValueError(f"--member: {path} holds log-odds that are not finite on {split}")
   own = json.loads(str(arrays["record"]))
-  record = {"file": path, **_accuracies(log_odds, labels),
+  record = {"file": path, **accuracies(log_odds, labels),
             **{key: own[key] for key in MEMBER_RECORD_KEYS if key in own}}
   return record, log_odds
 
@@ -612,14 +531,10 @@ def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, conso
        "test": ids["test"]},
       {"train": labels["train"][:reviews], "dev": labels["dev"], "test": labels["test"]},
       vocab_size, config, pretrained, console.note)
-  record.update(fit, **_accuracies(log_odds, labels))
+  record.update(fit, **accuracies(log_odds, labels))
   console.note(f"region CNN (epoch {fit['chosen_epoch']}): dev {record['dev_accuracy']:.4f}  "
                f"test {record['test_accuracy']:.4f}")
   return record, log_odds
-
-
-def _accuracies(log_odds: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]) -> dict:
-  return {f"{split}_accuracy": accuracy(log_odds[split], labels[split]) for split in log_odds}
 
 
 def parse_members(specs: Sequence[str], taken: Sequence[str] = ()) -> dict[str, str]:

@@ -18,12 +18,16 @@ so the n-grams are those of the task's tokenizer and vocabulary.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+import functools
+import time
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.linear_model import LogisticRegression
+
+from experiments.log_odds import accuracies
 
 
 def word_ngrams(ids: Sequence[int], max_n: int) -> list[tuple[int, ...]]:
@@ -136,7 +140,8 @@ def binary_features(reviews: Sequence[Sequence[int]], max_n: int
     raise ValueError(f"max_n must be at least 1, got {max_n}")
   if not len(reviews):
     raise ValueError("reviews: need at least one training review")
-  vectorizer = CountVectorizer(analyzer=lambda ids: word_ngrams(ids, max_n), binary=True,
+  # A partial, not a lambda, so that a fitted NBSVM pickles (a fitted run saves it so).
+  vectorizer = CountVectorizer(analyzer=functools.partial(word_ngrams, max_n=max_n), binary=True,
                                dtype=np.float32)
   return vectorizer, vectorizer.fit_transform(list(reviews)).tocsr()
 
@@ -144,3 +149,56 @@ def binary_features(reviews: Sequence[Sequence[int]], max_n: int
 def _scaled(features: scipy.sparse.spmatrix, ratio: np.ndarray) -> scipy.sparse.csr_matrix:
   """r * x for every row x of `features` (N, F)."""
   return scipy.sparse.csr_matrix(features.multiply(ratio.astype(np.float32)[None, :]))
+
+
+def fit_nbsvm(ids: Mapping[str, Sequence[Sequence[int]]], labels: Mapping[str, np.ndarray],
+              sizes: Mapping[str, int], max_n: int, costs: Sequence[float],
+              train_on: Sequence[str], seed: int, note: Callable[[str], None]
+              ) -> tuple[dict, dict[str, np.ndarray], NBSVM]:
+  """NBSVM fitted on each set of training reviews with each cost, the best by dev accuracy kept
+  (the first of the best): what the `nbsvm` run and the ensemble both fit.
+
+  Args:
+    ids: split ('train', 'dev', 'test') -> the reviews as id sequences.
+    labels: split -> int (N,) 0/1.
+    sizes: name of a set of training reviews -> how many of the first of ids['train'] it holds
+      ('labelled': IMDB's; 'all': with a self-training student's pseudo-labelled ones).
+    max_n: the longest n-gram.
+    costs: liblinear's C values tried on each set.
+    train_on: the names of `sizes` fitted on.
+    seed: liblinear's random state.
+    note: where progress lines go.
+
+  Returns:
+    (record, scores, model): every fit's dev and test accuracy and the chosen one; the chosen
+    fit's log-odds float64 {'dev': (N_dev,), 'test': (N_test,)}; the chosen NBSVM.
+  """
+  per_fit, count_s = [], {}
+  best, best_scores, best_dev = None, None, -1.0
+  for name in dict.fromkeys(train_on):
+    started = time.perf_counter()
+    vectorizer, train_features = binary_features(
+        [ids["train"][i] for i in range(sizes[name])], max_n)
+    features = {"dev": vectorizer.transform(list(ids["dev"])),
+                "test": vectorizer.transform(list(ids["test"]))}
+    count_s[name] = round(time.perf_counter() - started, 1)
+    note(f"{train_features.shape[1]:,} n-grams (n <= {max_n}) in the {sizes[name]:,} "
+         f"{name} training reviews, counted in {count_s[name]:.0f} s")
+    for cost in costs:
+      started = time.perf_counter()
+      model = NBSVM.from_features(train_features, vectorizer, labels["train"][:sizes[name]],
+                                  max_n=max_n, cost=cost, seed=seed)
+      scores = {split: model.scores(features[split]) for split in ("dev", "test")}
+      per_fit.append({"train_on": name, "train_reviews": sizes[name],
+                      "features": int(train_features.shape[1]), "cost": cost,
+                      **accuracies(scores, labels),
+                      "fit_s": round(time.perf_counter() - started, 1)})
+      note(f"NBSVM on {name} reviews, C={cost:g}: dev {per_fit[-1]['dev_accuracy']:.4f}"
+           f"  test {per_fit[-1]['test_accuracy']:.4f}")
+      if per_fit[-1]["dev_accuracy"] > best_dev:  # the first of the best
+        best, best_scores, best_dev = model, scores, per_fit[-1]["dev_accuracy"]
+    # Only the best fit's vocabulary is kept: the n-gram vocabulary takes gigabytes.
+    del model, vectorizer, train_features, features
+  chosen = max(per_fit, key=lambda row: row["dev_accuracy"])  # the first of the best
+  record = {"max_n": max_n, "fits": per_fit, "chosen": chosen, "count_s": count_s}
+  return record, best_scores, best

@@ -23,14 +23,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 import zlib
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 from gensim.models import doc2vec as gensim_doc2vec
 from gensim.models.doc2vec import Doc2Vec
 from gensim.models.doc2vec import TaggedDocument
 from sklearn.linear_model import LogisticRegression
+
+from experiments.log_odds import accuracies
+
+PV_COSTS = (0.01, 0.1, 1.0)  # the logistic regression's C on paragraph vectors, dev chooses
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,3 +138,84 @@ class PVClassifier:
     """float64 (N,): log P(positive) - log P(negative) of each vector."""
     return self.classifier.decision_function(vectors)
 
+
+
+@dataclasses.dataclass
+class FittedPV:
+  """Paragraph vectors with the classifier on them: what the `paragraph_vectors` run saves.
+
+  Attributes:
+    vectors: the trained PV-DBOW model (its random state as training left it).
+    classifier: the dev-chosen logistic regression on the vectors.
+    starts: split ('dev', 'test') -> the state of `vectors.random` (numpy's RandomState.get_state)
+      that split's inference started from when it was fitted: gensim draws the negative words of
+      inference from the model's own random state, which advances review by review, and the fit
+      inferred dev, then test. Inference restarts from them, so a loaded model gives each split
+      the fit's very figures, and a new text (each from dev's start: the state training left) the
+      same answer every time.
+  """
+  vectors: Doc2Vec
+  classifier: PVClassifier
+  starts: dict[str, Any]
+
+  def split_log_odds(self, reviews: Sequence[Sequence[int]], split: str) -> np.ndarray:
+    """float64 (N,): the log-odds of the reviews (id sequences) of `split`, inferred in order from
+    the state that split's inference started from in the fit."""
+    self.vectors.random.set_state(self.starts[split])
+    return self.classifier.log_odds(infer_vectors(self.vectors, reviews))
+
+  def log_odds(self, reviews: Sequence[Sequence[int]]) -> np.ndarray:
+    """float64 (N,): the log-odds of new reviews, each inferred from the state training left (so
+    a review gets the same answer alone or among others)."""
+    return np.concatenate([self.split_log_odds([review], "dev") for review in reviews]
+                          ) if len(reviews) else np.zeros(0)
+
+
+def fit_paragraph_vectors(ids: Mapping[str, Sequence[Sequence[int]]],
+                          labels: Mapping[str, np.ndarray], labelled: int,
+                          unlabelled: Sequence[Sequence[int]], config: PVConfig,
+                          note: Callable[[str], None]) -> tuple[dict, dict[str, np.ndarray],
+                                                                FittedPV]:
+  """PV-DBOW on the labelled training reviews and the unlabelled ones, logistic regression on the
+  labelled ones' vectors for each of PV_COSTS, the best by dev accuracy kept (the first of the
+  best): what the `paragraph_vectors` run and the ensemble both fit.
+
+  Args:
+    ids: split ('train', 'dev', 'test') -> the reviews as id sequences.
+    labels: split -> int (N,) 0/1.
+    labelled: how many of the first of ids['train'] are labelled reviews (the vectors' training
+      texts and the classifier's examples; a student's pseudo-labelled ones come after them).
+    unlabelled: more training texts for the vectors (IMDB's unlabelled reviews, as ids).
+    config: PV-DBOW's settings.
+    note: where progress lines go.
+
+  Returns:
+    (record, scores, model): every fit's dev and test accuracy and the chosen one; the chosen
+    fit's log-odds float64 {'dev': (N_dev,), 'test': (N_test,)}; the FittedPV.
+  """
+  started = time.perf_counter()
+  texts = [ids["train"][i] for i in range(labelled)] + list(unlabelled)
+  model = train_vectors(texts, config)
+  train_s = time.perf_counter() - started
+  started = time.perf_counter()
+  vectors, starts = {}, {}
+  for split in ("dev", "test"):  # in this order: each continues the random state (FittedPV)
+    starts[split] = model.random.get_state()
+    vectors[split] = infer_vectors(model, list(ids[split]))
+  infer_s = time.perf_counter() - started
+  note(f"paragraph vectors ({config.dim}) of {len(texts):,} texts trained in "
+       f"{train_s:.0f} s, dev and test inferred in {infer_s:.0f} s")
+  train_vectors_ = np.stack([model.dv[i] for i in range(labelled)])  # (labelled, D)
+  per_fit, fitted, classifiers = [], {}, {}
+  for cost in PV_COSTS:
+    classifiers[cost] = PVClassifier.fit(train_vectors_, labels["train"][:labelled], cost)
+    fitted[cost] = {split: classifiers[cost].log_odds(vectors[split]) for split in ("dev", "test")}
+    per_fit.append({"cost": cost, **accuracies(fitted[cost], labels)})
+    note(f"paragraph vectors, C={cost:g}: dev {per_fit[-1]['dev_accuracy']:.4f}  "
+         f"test {per_fit[-1]['test_accuracy']:.4f}")
+  chosen = max(per_fit, key=lambda row: row["dev_accuracy"])
+  record = {"config": dataclasses.asdict(config), "texts": len(texts), "labelled": labelled,
+            "fits": per_fit, "chosen": chosen, "train_s": round(train_s, 1),
+            "infer_s": round(infer_s, 1)}
+  return (record, fitted[chosen["cost"]],
+          FittedPV(model, classifiers[chosen["cost"]], starts))

@@ -49,17 +49,18 @@ class Prediction:
     unknown: per word, whether it is outside the vocabulary (read as <unk>).
     label: the predicted class, 0 negative or 1 positive.
     probability: the predicted class's probability.
-    word_weights: (n,) one attention weight per word, summing to 1.
+    word_weights: (n,) one attention weight per word, summing to 1 (None: a model without
+      attention, fitted.py's).
     attention: the model's weights for the heatmap: (n,) for pooling models, (n, n) (queries x
-      keys, mean over heads) for self-attention models.
+      keys, mean over heads) for self-attention models (None: a model without attention).
   """
   text: str
   words: list[str]
   unknown: list[bool]
   label: int
   probability: float
-  word_weights: np.ndarray
-  attention: np.ndarray
+  word_weights: np.ndarray | None
+  attention: np.ndarray | None
 
   @property
   def label_name(self) -> str:

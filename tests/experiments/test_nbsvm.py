@@ -14,6 +14,7 @@ from experiments import config as config_lib
 from experiments import runs
 from experiments import trainer
 from experiments.sentiment import ensemble
+from experiments.sentiment import paragraph_vectors
 from experiments.sentiment import pretrain_region
 from experiments.sentiment import pseudo_label
 from experiments.sentiment import region_cnn
@@ -302,7 +303,7 @@ def test_the_ensemble_command_scores_the_run_nbsvm_and_their_blend(sample_run, c
   assert list(other["bootstrap_std"]) == ens["models"] and 0.5 < other["cv_dev_accuracy"] <= 1
   # Paragraph vectors learn from the labelled training reviews and the 300 unlabelled ones.
   assert pv["labelled"] == data.num_examples("train") and pv["texts"] == pv["labelled"] + 300
-  assert [row["cost"] for row in pv["fits"]] == list(ensemble.PV_COSTS)
+  assert [row["cost"] for row in pv["fits"]] == list(paragraph_vectors.PV_COSTS)
   assert pv["chosen"] == max(pv["fits"], key=lambda row: row["dev_accuracy"])
   # NBSVM learns the sample: well above chance on its test reviews.
   assert best["test_accuracy"] > 0.6
