@@ -4,20 +4,23 @@
     python -m experiments predict sentiment "this great science fiction film is really awesome" \
         --workdir runs/sentiment-bilstm_attn_dot --heatmap attention.png
 
-Named runs: configs.py; models: models.py; the task (data, loss, prediction): task.py; the
-command: cli.py. Importing this package registers the experiment 'sentiment' (command alias
+Named runs: configs.py (the LSTM language model's: lm_configs.py); models: models.py (lstm_lm.py);
+the task (data, loss, prediction): task.py (lm_tasks.py); the command: cli.py. Importing this package registers the experiment 'sentiment' (command alias
 'classify').
 """
 
 from experiments import registry
 from experiments.sentiment import cli
-from experiments.sentiment.configs import CONFIGS
+from experiments.sentiment import configs
+from experiments.sentiment import lm_configs
 from experiments.sentiment.configs import DEFAULT_MODEL
+from experiments.sentiment.lm_tasks import make_task
 from experiments.sentiment.task import Prediction
 from experiments.sentiment.task import SentimentTask
 
+CONFIGS = {**configs.CONFIGS, **lm_configs.CONFIGS}
 EXPERIMENT = registry.register(registry.Experiment(
-    name="sentiment", make_task=SentimentTask, configs=CONFIGS, default_model=DEFAULT_MODEL,
+    name="sentiment", make_task=make_task, configs=CONFIGS, default_model=DEFAULT_MODEL,
     predict=cli.predict, aliases=("classify",),
     description="IMDB sentiment: BiLSTM / self-attention classifiers with attention heatmaps"),
     replace=True)

@@ -21,9 +21,8 @@ from experiments.console import UsageError
 from experiments.console import cut_notice
 from experiments.console import input_errors
 from experiments.sentiment.task import Prediction
-from pipelines import datasets
+from experiments.sentiment.task import read_unlabelled
 from pipelines import text as text_lib
-from pipelines.tasks import read_records
 
 
 def load_sentiment_run(workdir: str, checkpoint: str, data_dir: str | None,
@@ -43,11 +42,8 @@ def load_sentiment_run(workdir: str, checkpoint: str, data_dir: str | None,
 def unlabelled_records(run: runs.Run, data_dir: str | None = None) -> list[dict]:
   """IMDB's 'unsupervised' split ({'text', 'id'} records, text as str) from `data_dir` (default:
   the data the run was trained on), prepared where the run's data was."""
-  source = data_dir if data_dir is not None else run.config.data_dir
-  records = read_records(datasets.load("imdb", "unsupervised", source=source,
-                                       data_dir=run.config.data.prepared_dir))
-  return [{**record, "text": record["text"].decode("utf-8") if isinstance(record["text"], bytes)
-           else str(record["text"])} for record in records]
+  return read_unlabelled(data_dir if data_dir is not None else run.config.data_dir,
+                         run.config.data.prepared_dir)
 
 
 def format_prediction(prediction: Prediction) -> list[str]:

@@ -92,6 +92,7 @@ from experiments.sentiment.paragraph_vectors import PVConfig
 from experiments.sentiment.paragraph_vectors import infer_vectors
 from experiments.sentiment.paragraph_vectors import train_vectors
 from experiments.sentiment.region_cnn import RegionConfig
+from experiments.sentiment.task import pseudo_labelled_count
 
 STEP = 0.05  # the 'grid' rule's blend weights are multiples of STEP that sum to 1
 PV_COSTS = (0.01, 0.1, 1.0)  # the logistic regression's C on paragraph vectors, dev chooses
@@ -468,12 +469,6 @@ def _fit_nbsvm(ids, labels, sizes, max_n, costs, train_on, seed, console):
   chosen = max(per_fit, key=lambda row: row["dev_accuracy"])  # the first of the best
   record = {"max_n": max_n, "fits": per_fit, "chosen": chosen, "count_s": count_s}
   return record, fitted[chosen["train_on"], chosen["cost"]]
-
-
-def pseudo_labelled_count(data) -> int:
-  """How many of the training split's reviews are a self-training student's pseudo-labelled
-  ones: they come after IMDB's labelled reviews (0 for any other run)."""
-  return data.report.get("train", {}).get("pseudo_labelled", {}).get("kept", 0)
 
 
 def region_pretraining_reviews(run: runs.Run, console: Console) -> list:

@@ -234,15 +234,27 @@ def load_reviews(path: str) -> Reviews:
   return Reviews(vocab_size, ids, labels, index, json.loads(str(arrays["source"])))
 
 
-def cap_vocabulary(reviews: Reviews, size: int) -> Reviews:
-  """The reviews with every id from `size` on replaced by UNK_ID: the vocabulary cut to its first
-  `size` ids, which the pipeline's vocabularies rank by frequency (after the specials), so to the
-  size - 4 most frequent words. A smaller output layer makes pretraining cheaper."""
-  if not len(SPECIALS) < size <= reviews.vocab_size:
-    raise ValueError(f"vocabulary cap: expected {len(SPECIALS) + 1} to {reviews.vocab_size} "
+def cap_ids(ragged: Ragged, size: int, vocab_size: int) -> Ragged:
+  """The sequences with every id from `size` on replaced by UNK_ID: the vocabulary (of
+  `vocab_size` ids) cut to its first `size` ids, which the pipeline's vocabularies rank by
+  frequency (after the specials), so to the size - 4 most frequent words."""
+  if not len(SPECIALS) < size <= vocab_size:
+    raise ValueError(f"vocabulary cap: expected {len(SPECIALS) + 1} to {vocab_size} "
                      f"(the reviews' vocabulary), got {size}")
-  ids = {split: Ragged(np.where(ragged.flat < size, ragged.flat, UNK_ID), ragged.lengths)
-         for split, ragged in reviews.ids.items()}
+  return Ragged(np.where(ragged.flat < size, ragged.flat, UNK_ID), ragged.lengths)
+
+
+def reverse_each(ragged: Ragged) -> Ragged:
+  """The sequences with each one's ids in reverse order."""
+  starts = np.repeat(ragged.starts, ragged.lengths)  # (T,) each id's sequence's start
+  ends = np.repeat(ragged.starts + ragged.lengths, ragged.lengths)
+  return Ragged(ragged.flat[starts + ends - 1 - np.arange(len(ragged.flat))], ragged.lengths)
+
+
+def cap_vocabulary(reviews: Reviews, size: int) -> Reviews:
+  """The reviews with every id from `size` on replaced by UNK_ID (`cap_ids`). A smaller output
+  layer makes pretraining cheaper."""
+  ids = {split: cap_ids(ragged, size, reviews.vocab_size) for split, ragged in reviews.ids.items()}
   return dataclasses.replace(reviews, vocab_size=size, ids=ids,
                              source={**reviews.source, "vocab_cap": size})
 
@@ -252,12 +264,7 @@ def reverse_reviews(reviews: Reviews) -> Reviews:
   backward half of ULMFiT's pair): its language model predicts each word from the words after
   it, and its classifier reads a review's last max_len words, the verdict first. The record says
   so, so a backward language model is only fine-tuned on reversed reviews."""
-  ids = {}
-  for split, ragged in reviews.ids.items():
-    starts = np.repeat(ragged.starts, ragged.lengths)  # (T,) each id's review's start
-    ends = np.repeat(ragged.starts + ragged.lengths, ragged.lengths)
-    ids[split] = Ragged(ragged.flat[starts + ends - 1 - np.arange(len(ragged.flat))],
-                        ragged.lengths)
+  ids = {split: reverse_each(ragged) for split, ragged in reviews.ids.items()}
   return dataclasses.replace(reviews, ids=ids, source={**reviews.source, "reversed": True})
 
 
