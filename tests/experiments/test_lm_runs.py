@@ -6,6 +6,7 @@ chooses the same epoch with the same accuracies and log-odds."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import jax
@@ -13,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from experiments import cli as experiments_cli
 from experiments import config as config_lib
 from experiments import metrics_log
 from experiments import runs
@@ -23,7 +25,9 @@ from experiments.console import Console
 from experiments.sentiment import export_reviews
 from experiments.sentiment import lm_configs
 from experiments.sentiment import lstm_lm
+from experiments.explorer import service
 from experiments.sentiment.lm_tasks import make_task
+from experiments.sentiment.lm_tasks import pooling_shares
 
 pytestmark = pytest.mark.usefixtures("quick_compiles")
 
@@ -194,3 +198,87 @@ def _engine_log_odds(run, split: str) -> np.ndarray:
     out[long] = (out[long] + (logits[:, 1] - logits[:, 0])) / 2
   return out
 
+
+
+# ---- the classifier run classifies new reviews: predict, evaluate, serve
+
+
+def test_pooling_shares_count_what_each_step_decides():
+  outputs = np.array([[[1.0, 5.0], [3.0, 0.0], [2.0, 9.0], [7.0, 7.0]],
+                      [[4.0, 1.0], [4.0, 2.0], [0.0, 0.0], [0.0, 0.0]]], np.float32)  # (2, 4, 2)
+  lengths = np.array([3, 2], np.int32)
+  got = np.asarray(pooling_shares(jnp.asarray(outputs), jnp.asarray(lengths)))
+  # Row 0 (3 steps): the max of feature 0 at step 1, of feature 1 at step 2; h_n at step 2.
+  # Row 1 (2 steps): feature 0's max first reached at step 0, feature 1's at step 1.
+  want = np.array([[2 / 3, 1 + 2 / 3, 1 + 2 / 3 + 2, 0], [1 + 1, 1 + 1 + 2, 0, 0]]) / 6
+  np.testing.assert_allclose(got, want, rtol=1e-6)
+  np.testing.assert_allclose(got.sum(-1), 1.0, rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def classifier(pretrained, tmp_path_factory):
+  """A classifier fine-tuned for 6 steps from the language model, reading head 3 and tail 4 of
+  a review longer than 7 tokens and its first 7 too."""
+  workdir = str(tmp_path_factory.mktemp("classifier") / "run")
+  _train("lstm_lm_classifier", workdir, [
+      f"--model.init_from={pretrained[0]}", "--model.read_len=7", "--model.widths", "4", "7",
+      "--model.head=3", "--model.also_first=True", "--train.batch_size=16",
+      "--train.num_steps=6"])
+  return workdir
+
+
+REVIEWS = ["this great science fiction film is really awesome and i loved every minute",
+           "dull"]
+
+
+def test_predict_classifies_new_reviews_by_both_views(classifier, capsys):
+  assert experiments_cli.main(["predict", "sentiment", *REVIEWS, "--workdir", classifier]) == 0
+  out = capsys.readouterr().out.splitlines()
+  run = runs.load_run(classifier)
+  task = run.task
+  labels = [line.split("\t") for line in out if not line.startswith("  ")]
+  assert [text for _, _, text in labels] == REVIEWS
+  for (label, probability, text), prediction in zip(labels, task.predict(run.params, REVIEWS)):
+    # The mean of the log-odds of the head and tail and of the first 7 words, by hand.
+    ids = task.encode(text)[1]
+    ids = [i if i < 500 else 1 for i in ids]
+    views = [ids[:3] + ids[-4:], ids[:7]] if len(ids) > 7 else [ids]
+    log_odds = np.mean([_log_odds(task, run.params, view) for view in views])
+    assert label == ("positive" if log_odds > 0 else "negative")
+    assert float(probability) == pytest.approx(1 / (1 + np.exp(-abs(log_odds))), abs=1e-4)
+    read = len(views[0])
+    assert len(prediction.words) == read and prediction.word_weights.sum() == pytest.approx(1.0)
+  kept = REVIEWS[0].split()[:8]  # data.max_len
+  assert task.predict(run.params, REVIEWS[:1])[0].words == kept[:3] + kept[-4:]
+
+
+def _log_odds(task, params, ids: list[int]) -> float:
+  logits = np.asarray(task._logits(params, np.asarray([ids], np.int32),
+                                   np.asarray([len(ids)], np.int32)))
+  return float(logits[0, 1] - logits[0, 0])
+
+
+def test_evaluate_gives_the_runs_recorded_test_figures(classifier):
+  with open(os.path.join(classifier, metrics_log.RESULTS_FILE), encoding="utf-8") as f:
+    recorded = json.load(f)["test"]
+  assert runs.evaluate_run(classifier, "test")["metrics"] == pytest.approx(recorded, abs=1e-7)
+
+
+def test_serve_answers_with_each_words_share_of_the_pooled_features(classifier):
+  explorer = service.Explorer([classifier])
+  answer = explorer.answer("0", REVIEWS[0])
+  run = runs.load_run(classifier)
+  prediction = run.task.predict(run.params, REVIEWS[:1])[0]
+  assert answer["output"]["lines"][0].startswith(f"{prediction.label_name}\t")
+  assert answer["output"]["words"] == prediction.words
+  [pooling] = answer["attention"]
+  assert pooling["name"] == "pooling" and pooling["key_tokens"] == prediction.words
+  np.testing.assert_allclose(np.asarray(pooling["weights"], np.float32).reshape(-1),
+                             prediction.word_weights, rtol=1e-6)
+
+
+def test_a_language_model_run_does_not_classify_and_says_how_to(pretrained, capsys):
+  assert experiments_cli.main(["predict", "sentiment", "a fine film", "--workdir",
+                               pretrained[0]]) == 2
+  assert ("this is a language model run (lstm_lm): it does not classify reviews; fine-tune it "
+          "with --model lstm_lm_classifier --model.init_from DIR") in capsys.readouterr().err
