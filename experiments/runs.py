@@ -210,6 +210,22 @@ def load_run(workdir: str, checkpoint: str = "best", data_dir: str | None = None
   return Run(task, jax.device_get(params), step, config, workdir, checkpoint)
 
 
+def load_init_from(workdir: str, experiment: str, checkpoint: str, train_command: str) -> Run:
+  """The run a `model.init_from` setting names, loaded for its parameters (also while the
+  caller's `init` is being traced: the checkpoint is read at once).
+
+  Raises:
+    ValueError: `workdir` is not a directory (naming `train_command`, how to train one).
+    WrongExperimentError: the run belongs to another experiment.
+  """
+  if not os.path.isdir(workdir):
+    raise ValueError(f"model.init_from: {workdir} is not a directory; train it first with "
+                     f"{train_command}")
+  with jax.ensure_compile_time_eval():
+    return load_run(workdir, checkpoint, experiment=experiment,
+                    command=f"train {experiment} --model.init_from")
+
+
 def evaluate_run(workdir: str, split: str = "test", checkpoint: str = "best",
                  data_dir: str | None = None) -> dict[str, Any]:
   """Evaluates a trained run's best (latest, or a step's) parameters on `split` ('dev' or 'test'):

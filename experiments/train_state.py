@@ -48,7 +48,8 @@ def cosine_to_last_rates(peak: float, warmup: int, total: int, floor: float) -> 
   """The learning rate of each step s = 0 .. total - 1, float32 (total,): for s < warmup,
   peak * (s + 1) / warmup (the first step already moves), then
 
-    peak * (floor + (1 - floor) * (1 + cos(pi * min(p, 1))) / 2),  p = (s - warmup) / max(total - warmup - 1, 1)
+    peak * (floor + (1 - floor) * (1 + cos(pi * min(p, 1))) / 2),
+    p = (s - warmup) / max(total - warmup - 1, 1),
 
   from the peak down to floor * peak at the last step; each rate computed in float64 and rounded
   once to float32."""

@@ -5,8 +5,8 @@
         --workdir runs/sentiment-bilstm_attn_dot --heatmap attention.png
 
 Named runs: configs.py (the LSTM language model's: lm_configs.py); models: models.py (lstm_lm.py);
-the task (data, loss, prediction): task.py (lm_tasks.py); the command: cli.py. Importing this package registers the experiment 'sentiment' (command alias
-'classify').
+the task (data, loss, prediction): task.py (lm_tasks.py); the command: cli.py. Importing this
+package registers the experiment 'sentiment' (command alias 'classify').
 """
 
 from experiments import registry

@@ -25,7 +25,6 @@ for the same seed and settings.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Iterator, Sequence
 
 import jax
@@ -328,13 +327,9 @@ class ClassifierTask(_ReviewIds):
     ends with), after checking that it reads the reviews as this run does; loaded once."""
     if getattr(self, "_trunk", None) is None:
       from experiments import runs  # pylint: disable=g-import-not-at-top (runs builds tasks)
-      if not os.path.isdir(workdir):
-        raise ValueError(f"model.init_from: {workdir} is not a directory; pretrain it first with "
-                         f"`python -m experiments train sentiment --model lstm_lm --workdir "
-                         f"{workdir}` (same --data-dir and data options)")
-      with jax.ensure_compile_time_eval():  # init may be traced; the checkpoint is read now
-        run = runs.load_run(workdir, "latest", experiment="sentiment",
-                            command="train sentiment --model.init_from")
+      run = runs.load_init_from(workdir, "sentiment", "latest",
+                                f"`python -m experiments train sentiment --model lstm_lm "
+                                f"--workdir {workdir}` (same --data-dir and data options)")
       if not isinstance(run.task, LanguageModelTask):
         raise ValueError(f"model.init_from: {workdir} is a {run.config.model_name} run, not a "
                          f"language model run (lstm_lm)")
