@@ -28,8 +28,9 @@ self-training student its pseudo-labelled reviews) and fits two more models on i
   saves it.
 
 - on request (`--member NAME=FILE`, repeatable), a model trained elsewhere, by its dev and test
-  log-odds of 'positive' in FILE (lstm_lm.py's classifier-seedS.npz: the LSTM classifier
-  fine-tuned from a language model pretrained on the reviews, perhaps on a GPU). Its reviews are
+  log-odds of 'positive' in FILE (lstm_lm.save_member's form, e.g. docs/runs/imdb_lm/'s
+  classifier-seedS.npz: the LSTM classifier fine-tuned from a language model pretrained on the
+  reviews). Its reviews are
   lined up with the run's by IMDB's record indices, which must be dev's and test's exactly.
 
 With `--save-members DIR` each of the command's own models (the run, NBSVM, paragraph vectors,
@@ -543,7 +544,7 @@ def load_member(path: str) -> dict[str, np.ndarray]:
     raise ValueError(f"--member: {path} is not a readable .npz file ({e})") from e
   missing = [key for key in MEMBER_KEYS if key not in arrays]
   if missing:
-    raise ValueError(f"--member: {path} lacks {missing} (write it with lstm_lm.py finetune or "
+    raise ValueError(f"--member: {path} lacks {missing} (write it with lstm_lm.save_member or "
                      f"ensemble.py --save-members)")
   return arrays
 
@@ -688,7 +689,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            f"(default {RegionConfig.lr:g})")
   parser.add_argument("--member", metavar="NAME=FILE", action="append", default=[],
                       help="blend a model trained elsewhere too: FILE holds its dev and test "
-                           "log-odds (lstm_lm.py finetune's classifier-seedS.npz); repeatable")
+                           "log-odds (lstm_lm.save_member's form); repeatable")
   parser.add_argument("--save-members", metavar="DIR",
                       help="write each of the ensemble's own models' dev and test log-odds to "
                            "DIR/NAME.npz (run, nbsvm, paragraph_vectors, region_cnn), which "

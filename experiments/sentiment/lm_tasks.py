@@ -18,9 +18,9 @@ with every id from model.vocab_cap on read as unk and, with model.backward, each
                 model.also_first a long review's accuracy is that of the mean of its two views'
                 log-odds).
 
-Both draw a step's dropout key by splitting the carried key (Task.RNG_CHAIN), as lstm_lm.py's
-loops did, so a run computes, step for step, what `lstm_lm.py pretrain` and `finetune` computed
-for the same seed and settings.
+Both draw a step's dropout key by splitting the carried key (Task.RNG_CHAIN), as the loops these
+runs replaced did (lstm_lm.py's own `pretrain` and `finetune`), so a run computes, step for step,
+what those computed for the same seed and settings (tests/experiments/test_lm_runs.py).
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ class _ReviewIds(SentimentTask):
   def __init__(self, config: Config, **kwargs):
     super().__init__(config, **kwargs)
     config.model.network(config.train.dtype)  # a ValueError for a dtype the LSTM does not take
+    if jax.process_count() > 1:
+      raise ValueError(f"the LSTM language model's runs ({config.model_name}) train in one "
+                       f"process (its devices may be several), not in {jax.process_count()}")
     self._ids: dict[str, Ragged] = {}
 
   @property
