@@ -332,14 +332,9 @@ class ClassifierTask(_ReviewIds):
       from experiments import runs  # pylint: disable=g-import-not-at-top (runs builds tasks)
       run = runs.load_init_from(workdir, "sentiment", "latest",
                                 f"`python -m experiments train sentiment --model lstm_lm "
-                                f"--workdir {workdir}` (same --data-dir and data options)")
-      if not isinstance(run.task, LanguageModelTask):
-        raise ValueError(f"model.init_from: {workdir} is a {run.config.model_name} run, not a "
-                         f"language model run (lstm_lm)")
-      if run.task.vocab.tokens != self.vocab.tokens:
-        raise ValueError(f"model.init_from: {workdir} was pretrained with another vocabulary "
-                         f"({len(run.task.vocab)} words, this run's has {len(self.vocab)}); "
-                         f"pretrain and fine-tune with the same data options")
+                                f"--workdir {workdir}` (same --data-dir and data options)",
+                                task_class=LanguageModelTask,
+                                kind="a language model run (lstm_lm)", vocab=self.vocab)
       for name in ("embed_dim", "hidden_size", "num_layers", "vocab_cap", "backward"):
         theirs, ours = getattr(run.config.model, name), getattr(self.config.model, name)
         if theirs != ours:
