@@ -346,3 +346,41 @@ def test_init_from_must_name_a_language_model_run(pretrained, classifier, tmp_pa
 def test_a_bad_lever_is_refused_naming_it(flags, message):
   with pytest.raises(ValueError, match=message):
     config_lib.override(lm_configs.lstm_lm_classifier(), flags)
+
+
+def test_the_reviews_are_read_capped_and_backward_as_configured(pretrained):
+  forward = make_task(runs.load_config(pretrained[0]))
+  config = runs.load_config(pretrained[0])
+  config.model.backward = True
+  backward = make_task(config)
+  raw = forward.data.splits["dev"].sequences["tokens"]
+  for split in ("train", "dev", "test", "unlabelled"):
+    ours, theirs = forward.review_ids(split), backward.review_ids(split)
+    np.testing.assert_array_equal(theirs.lengths, ours.lengths)
+    for i in (0, 1, len(ours) - 1):
+      np.testing.assert_array_equal(theirs[i], ours[i][::-1])
+    assert ours.flat.max() < 500  # model.vocab_cap
+  np.testing.assert_array_equal(forward.review_ids("dev").flat,
+                                np.where(raw.flat < 500, raw.flat, 1))  # unk from the cap on
+  assert len(forward.review_ids("unlabelled")) == 300
+  # The labelled training reviews, then the unlabelled ones, each followed by eos.
+  train = forward.stream("train")
+  counts = [forward.review_ids(split) for split in ("train", "unlabelled")]
+  assert len(train) == sum(len(r.flat) + len(r) for r in counts)
+  assert train[len(counts[0][0])] == 3 and train[-1] == 3  # EOS_ID
+
+
+def test_the_window_batches_resume_where_they_stopped(pretrained):
+  task = make_task(runs.load_config(pretrained[0]))
+  batches = task.train_batches()
+  for _ in range(33):  # into the first epoch's end (36 batches), and past it below
+    next(batches)
+  state = batches.get_state()
+  ahead = [next(batches) for _ in range(6)]
+  again = task.train_batches()
+  again.set_state(state)
+  for want in ahead:
+    got = next(again)
+    np.testing.assert_array_equal(got["inputs"], want["inputs"])
+    np.testing.assert_array_equal(got["targets"], want["targets"])
+  assert again.get_state()["epoch"] == 1
