@@ -54,9 +54,13 @@ class OptimizerConfig:
     momentum: momentum for 'sgd' (0 = plain gradient descent).
     grad_clip_norm: clip gradients to this global norm before the update; None = no clipping.
     schedule: after the warm-up, 'constant', 'cosine' (to `min_lr_ratio` * learning_rate over
-      `decay_steps`) or 'rsqrt' (learning_rate * sqrt(warmup_steps / step), the Transformer's
-      decay).
+      `decay_steps`), 'rsqrt' (learning_rate * sqrt(warmup_steps / step), the Transformer's
+      decay) or 'cosine_to_last' (`train_state.cosine_to_last_rates`: warm-up steps s < W at
+      learning_rate * (s + 1) / W, then a cosine reaching `min_lr_ratio` * learning_rate at the
+      run's last step, each rate computed in float64 and rounded once to float32).
     warmup_steps: linear warm-up from 0 over this many steps (0 = none).
+    warmup_fraction: if set, the warm-up is this share of the run's steps instead,
+      max(int(warmup_fraction * total), 1) steps (warmup_steps is then ignored).
     decay_steps: length of the cosine decay after the warm-up; None = until the last step.
     min_lr_ratio: the cosine schedule's final learning rate as a fraction of `learning_rate`.
   """
@@ -68,8 +72,9 @@ class OptimizerConfig:
   weight_decay: float = 0.0
   momentum: float = 0.0
   grad_clip_norm: float | None = None
-  schedule: Literal["constant", "cosine", "rsqrt"] = "constant"
+  schedule: Literal["constant", "cosine", "rsqrt", "cosine_to_last"] = "constant"
   warmup_steps: int = 0
+  warmup_fraction: float | None = None
   decay_steps: int | None = None
   min_lr_ratio: float = 0.0
 
@@ -84,9 +89,14 @@ class OptimizerConfig:
     if self.name == "sgd":
       for name in ("b1", "b2", "eps"):
         ignored[name] = "only adam and adamw use it (optimizer.name = 'sgd')"
-    if self.schedule != "cosine":
+    if self.schedule not in ("cosine", "cosine_to_last"):
       for name in ("decay_steps", "min_lr_ratio"):
         ignored[name] = f"only the cosine schedule uses it (optimizer.schedule = {self.schedule!r})"
+    if self.schedule == "cosine_to_last":
+      ignored["decay_steps"] = "the cosine_to_last schedule decays until the last step"
+    if self.warmup_fraction is not None:
+      ignored["warmup_steps"] = (f"optimizer.warmup_fraction = {self.warmup_fraction} sets the "
+                                 "warm-up")
     return ignored
 
 

@@ -220,6 +220,41 @@ def load_run(workdir: str, checkpoint: str = "best", data_dir: str | None = None
   return Run(task, params, step, config, workdir, checkpoint)
 
 
+def load_init_from(workdir: str, experiment: str, checkpoint: str, train_command: str, *,
+                   task_class: type, kind: str, vocab: Any) -> Run:
+  """The pretraining run a `model.init_from` setting names, loaded for its parameters (also while
+  the caller's `init` is being traced: the checkpoint is read at once), after checking that it is
+  a run of `task_class` whose vocabulary's tokens are `vocab`'s.
+
+  Args:
+    workdir: the setting's value.
+    experiment: the experiment the run must belong to.
+    checkpoint: 'best', 'latest' or a step.
+    train_command: how to train one, for the message of a missing directory.
+    task_class: the task class a pretraining run of the kind has.
+    kind: what the messages call such a run, e.g. 'a pretraining run (transformer_mlm)'.
+    vocab: the caller's vocabulary (with `tokens`).
+
+  Raises:
+    ValueError: naming model.init_from and what is wrong (no directory, another kind of run,
+      another vocabulary).
+    WrongExperimentError: the run belongs to another experiment.
+  """
+  if not os.path.isdir(workdir):
+    raise ValueError(f"model.init_from: {workdir} is not a directory; train it first with "
+                     f"{train_command}")
+  with jax.ensure_compile_time_eval():
+    run = load_run(workdir, checkpoint, experiment=experiment,
+                   command=f"train {experiment} --model.init_from")
+  if not isinstance(run.task, task_class):
+    raise ValueError(f"model.init_from: {workdir} is a {run.config.model_name} run, not {kind}")
+  if run.task.vocab.tokens != vocab.tokens:
+    raise ValueError(f"model.init_from: {workdir} was pretrained with another vocabulary "
+                     f"({len(run.task.vocab)} tokens, this run's has {len(vocab)}); pretrain "
+                     f"with the same data options")
+  return run
+
+
 def evaluate_run(workdir: str, split: str = "test", checkpoint: str = "best",
                  data_dir: str | None = None) -> dict[str, Any]:
   """Evaluates a trained run's best (latest, or a step's) parameters on `split` ('dev' or 'test'):

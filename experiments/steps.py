@@ -63,19 +63,19 @@ def make_train_step(task: Task, tx: optax.GradientTransformation,
                     ) -> Callable[[TrainState, Batch], tuple[TrainState, Metrics]]:
   """Returns the pure `train_step(state, batch) -> (state, metrics)`.
 
-  The step draws its dropout key as `fold_in(state.rng, state.step)`, differentiates `task.loss`,
+  The step draws its dropout key as `fold_in(state.rng, state.step)` (or, for a task with
+  RNG_CHAIN, splits the carried key: `TrainState.split_rng`), differentiates `task.loss` (by
+  `task.loss_and_grads`),
   applies the optimizer and returns the task's metric pairs plus 'grad_norm', 'learning_rate' and
   'objective' (the scalar that was differentiated; NaN or inf there is what the NaN guard watches),
   each as a (value, 1) pair so that summing over steps gives their mean.
   """
 
+  chain = getattr(task, "RNG_CHAIN", False)
+
   def train_step(state: TrainState, batch: Batch) -> tuple[TrainState, Metrics]:
-    rng = state.step_rng()
-
-    def objective(params):
-      return task.loss(params, batch, rng)
-
-    (loss, metrics), grads = jax.value_and_grad(objective, has_aux=True)(state.params)
+    carried, rng = state.split_rng() if chain else (state.rng, state.step_rng())
+    (loss, metrics), grads = task.loss_and_grads(state.params, batch, rng)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     one = jnp.ones((), jnp.float32)
@@ -84,7 +84,8 @@ def make_train_step(task: Task, tx: optax.GradientTransformation,
     metrics["grad_norm"] = (optax.tree.norm(grads).astype(jnp.float32), one)
     if schedule is not None:
       metrics["learning_rate"] = (jnp.asarray(schedule(state.step), jnp.float32), one)
-    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
+    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state,
+                              rng=carried)
     return new_state, metrics
 
   return train_step

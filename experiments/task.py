@@ -95,6 +95,12 @@ class Task(abc.ABC):
     artifacts: artifacts to use instead of the data's (name -> Vocab, e.g. a run's saved copies).
   """
 
+  RNG_CHAIN: ClassVar[bool] = False
+  """How a training step's key is drawn: False, fold_in(key, step) of the run's fixed key; True,
+  the key carried in the state is split in two each step, the first carried on and the second
+  used (the keys of a loop that splits its dropout key every step; the chain is checkpointed with
+  the state, so a resumed run draws the same keys)."""
+
   ARTIFACTS: ClassVar[Mapping[str, str]] = {}
   """Artifact name -> file name in a run's directory (a pipelines.vocab.Vocab's JSON, or a
   pipelines.subword.SubwordVocab's '.model')."""
@@ -129,6 +135,14 @@ class Task(abc.ABC):
       (loss, metrics): the float32 scalar to minimise (a weighted mean, plus any regulariser) and
       metric pairs name -> (total, count) that should include 'loss'.
     """
+
+  def loss_and_grads(self, params: Any, batch: Batch, rng: jax.Array
+                     ) -> tuple[tuple[jax.Array, Metrics], Any]:
+    """((objective, metrics), the objective's gradients with respect to `params`) of one training
+    batch: by default `jax.value_and_grad` of `loss`. A task overrides it where its update follows
+    more than one scalar's gradient computed once (adversarial training adds the gradient at
+    inputs moved along the first gradient)."""
+    return jax.value_and_grad(self.loss, has_aux=True)(params, batch, rng)
 
   def eval_metrics(self, params: Any, batch: Batch) -> Metrics:
     """Metric pairs of one evaluation batch; by default those of the deterministic loss."""

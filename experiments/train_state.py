@@ -7,6 +7,7 @@ from typing import Any, Callable
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from experiments.config import OptimizerConfig
@@ -36,12 +37,49 @@ class TrainState:
     """The key for the update that takes the state from `step` to `step + 1`."""
     return jax.random.fold_in(self.rng, self.step)
 
+  def split_rng(self) -> tuple[jax.Array, jax.Array]:
+    """(the key the next step carries, this step's key): the carried key split in two, for a
+    task whose keys form a chain (Task.RNG_CHAIN); the carried key is saved with the state."""
+    carried, key = jax.random.split(self.rng)
+    return carried, key
+
+
+def cosine_to_last_rates(peak: float, warmup: int, total: int, floor: float) -> np.ndarray:
+  """The learning rate of each step s = 0 .. total - 1, float32 (total,): for s < warmup,
+  peak * (s + 1) / warmup (the first step already moves), then
+
+    peak * (floor + (1 - floor) * (1 + cos(pi * min(p, 1))) / 2),
+    p = (s - warmup) / max(total - warmup - 1, 1),
+
+  from the peak down to floor * peak at the last step; each rate computed in float64 and rounded
+  once to float32."""
+  rates = []
+  for step in range(total):
+    if step < warmup:
+      rates.append(peak * (step + 1) / warmup)
+    else:
+      progress = (step - warmup) / max(total - warmup - 1, 1)
+      rates.append(peak * (floor + (1.0 - floor) * 0.5 *
+                           (1.0 + np.cos(np.pi * min(progress, 1.0)))))
+  return np.asarray(rates, np.float64).astype(np.float32)
+
+
+def warmup_steps(cfg: OptimizerConfig, total_steps: int) -> int:
+  """The warm-up's steps: optimizer.warmup_steps, or its warmup_fraction of the run's steps."""
+  if cfg.warmup_fraction is None:
+    return cfg.warmup_steps
+  if not 0.0 <= cfg.warmup_fraction <= 1.0:
+    raise ValueError(f"optimizer.warmup_fraction must lie in [0, 1] (or be None), got "
+                     f"{cfg.warmup_fraction}")
+  return max(int(cfg.warmup_fraction * total_steps), 1)
+
 
 def make_schedule(cfg: OptimizerConfig, total_steps: int) -> optax.Schedule:
   """The learning rate as a function of the step: linear warm-up, then the configured decay.
 
   Args:
-    cfg: the optimizer config (learning_rate, schedule, warmup_steps, decay_steps, min_lr_ratio).
+    cfg: the optimizer config (learning_rate, schedule, warmup_steps or warmup_fraction,
+      decay_steps, min_lr_ratio).
     total_steps: the length of the run; the default cosine decay ends there.
 
   Returns:
@@ -49,7 +87,10 @@ def make_schedule(cfg: OptimizerConfig, total_steps: int) -> optax.Schedule:
   """
   if cfg.warmup_steps < 0:
     raise ValueError(f"optimizer.warmup_steps must be >= 0, got {cfg.warmup_steps}")
-  peak, warmup = cfg.learning_rate, cfg.warmup_steps
+  peak, warmup = cfg.learning_rate, warmup_steps(cfg, total_steps)
+  if cfg.schedule == "cosine_to_last":
+    table = jnp.asarray(cosine_to_last_rates(peak, warmup, total_steps, cfg.min_lr_ratio))
+    return lambda count: table[jnp.minimum(count, total_steps - 1)]
   if cfg.schedule == "constant":
     after = optax.constant_schedule(peak)
   elif cfg.schedule == "cosine":
@@ -61,8 +102,8 @@ def make_schedule(cfg: OptimizerConfig, total_steps: int) -> optax.Schedule:
     def after(count):  # `count` counts steps since the end of the warm-up.
       return peak * jnp.sqrt(floor / jnp.maximum(count + warmup, floor).astype(jnp.float32))
   else:
-    raise ValueError(f"optimizer.schedule must be 'constant', 'cosine' or 'rsqrt', "
-                     f"got {cfg.schedule!r}")
+    raise ValueError(f"optimizer.schedule must be 'constant', 'cosine', 'rsqrt' or "
+                     f"'cosine_to_last', got {cfg.schedule!r}")
   if warmup == 0:
     return after
   ramp = optax.linear_schedule(0.0, peak, transition_steps=warmup)

@@ -112,13 +112,12 @@ def test_every_readme_command_is_accepted_as_written(monkeypatch, tmp_path):
   from pipelines import __main__ as pipelines_cli
   from pipelines import download
   from experiments.sentiment import blend
-  from experiments.sentiment import lstm_lm
 
   def parsed(*args, **kwargs):
     raise _Parsed()
   for owner, name in ((runs, "make_task"), (runs, "load_run"), (runs, "load_config"),
                       (runs, "evaluate_run"), (distributed, "initialize"), (download, "fetch"),
-                      (lstm_lm, "load_reviews"), (blend, "blend_members")):
+                      (blend, "blend_members")):
     monkeypatch.setattr(owner, name, parsed)
   mains = {"experiments": cli.main, "pipelines": pipelines_cli.main}
   commands = _readme_commands()

@@ -187,20 +187,11 @@ class MatchingTask(Task):
     checkpoint), after checking that both read the same vocabulary; loaded once."""
     if getattr(self, "_pretrained_params", None) is None:
       from experiments import runs  # pylint: disable=g-import-not-at-top (runs builds tasks)
-      if not os.path.isdir(workdir):
-        raise ValueError(f"model.init_from: {workdir} is not a directory; train it first with "
-                         f"`python -m experiments train matching --model transformer_mlm "
-                         f"--workdir {workdir}` (same --data-dir)")
-      with jax.ensure_compile_time_eval():  # init may be traced; the checkpoint is read now
-        run = runs.load_run(workdir, "best", experiment="matching",
-                            command="train matching --model.init_from")
-      if not isinstance(run.task, PretrainTask):
-        raise ValueError(f"model.init_from: {workdir} is a {run.config.model_name} run, not a "
-                         f"pretraining run (transformer_mlm)")
-      if run.task.vocab.tokens != self.vocab.tokens:
-        raise ValueError(f"model.init_from: {workdir} was pretrained with another vocabulary "
-                         f"({len(run.task.vocab)} tokens, this run's has {len(self.vocab)}); "
-                         f"pretrain with the same data options")
+      run = runs.load_init_from(workdir, "matching", "best",
+                                f"`python -m experiments train matching --model transformer_mlm "
+                                f"--workdir {workdir}` (same --data-dir)",
+                                task_class=PretrainTask, kind="a pretraining run (transformer_mlm)",
+                                vocab=self.vocab)
       shared = ("embed", "positions", "segments", "embed_norm", "encoder")
       self._pretrained_params = {name: run.params[name] for name in shared}
     return self._pretrained_params

@@ -7,7 +7,7 @@
 
 Each FILE is a member file: dev's and test's log-odds of 'positive' with IMDB's record indices and
 labels, as `ensemble.py --save-members` writes them for its own models (the run, NBSVM, paragraph
-vectors, the region CNN) and `lstm_lm.py finetune` for its classifiers. All must score the same dev
+vectors, the region CNN) and `lstm_lm.save_member` for any model's. All must score the same dev
 and test reviews in the same order (the first file's are the reference; a file of other reviews
 is refused, naming it). The weights are chosen on dev by ensemble.py's rules (its docstring:
 'log_loss' by default, or 'grid'), with the same stability measures, and test is scored once; the
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--out", required=True, help="the JSON file to write")
   parser.add_argument("--member", metavar="NAME=FILE", action="append", default=[],
                       help="a saved model's dev and test log-odds (ensemble.py --save-members, "
-                           "lstm_lm.py finetune); at least two, in order of preference")
+                           "lstm_lm.save_member); at least two, in order of preference")
   parser.add_argument("--blend", choices=BLEND_RULES, default="log_loss",
                       help="how dev chooses the weights (ensemble.py's rules; default log_loss)")
   parser.add_argument("--seed", type=int, default=0,

@@ -25,9 +25,8 @@ from experiments.console import echo
 from experiments.console import input_batches
 from experiments.console import input_errors
 from experiments.sentiment.task import Prediction
-from pipelines import datasets
+from experiments.sentiment.task import read_unlabelled
 from pipelines import text as text_lib
-from pipelines.tasks import read_records
 
 
 def load_sentiment_run(workdir: str, checkpoint: str, data_dir: str | None,
@@ -47,16 +46,8 @@ def load_sentiment_run(workdir: str, checkpoint: str, data_dir: str | None,
 def unlabelled_records(run: runs.Run, data_dir: str | None = None) -> list[dict]:
   """IMDB's 'unsupervised' split ({'text', 'id'} records, text as str) from `data_dir` (default:
   the data the run was trained on), prepared where the run's data was."""
-  return unlabelled_records_of(run.config, data_dir)
-
-
-def unlabelled_records_of(config: Config, data_dir: str | None = None) -> list[dict]:
-  """unlabelled_records of the data a run of `config` reads."""
-  source = data_dir if data_dir is not None else config.data_dir
-  records = read_records(datasets.load("imdb", "unsupervised", source=source,
-                                       data_dir=config.data.prepared_dir))
-  return [{**record, "text": record["text"].decode("utf-8") if isinstance(record["text"], bytes)
-           else str(record["text"])} for record in records]
+  return read_unlabelled(data_dir if data_dir is not None else run.config.data_dir,
+                         run.config.data.prepared_dir)
 
 
 def format_prediction(prediction: Prediction) -> list[str]:

@@ -28,8 +28,9 @@ self-training student its pseudo-labelled reviews) and fits two more models on i
   saves it.
 
 - on request (`--member NAME=FILE`, repeatable), a model trained elsewhere, by its dev and test
-  log-odds of 'positive' in FILE (lstm_lm.py's classifier-seedS.npz: the LSTM classifier
-  fine-tuned from a language model pretrained on the reviews, perhaps on a GPU). Its reviews are
+  log-odds of 'positive' in FILE (lstm_lm.save_member's form, e.g. docs/runs/imdb_lm/'s
+  classifier-seedS.npz: the LSTM classifier fine-tuned from a language model pretrained on the
+  reviews). Its reviews are
   lined up with the run's by IMDB's record indices, which must be dev's and test's exactly.
 
 With `--save-members DIR` each of the command's own models (the run, NBSVM, paragraph vectors,
@@ -84,7 +85,6 @@ from experiments.console import run_command
 from experiments.sentiment import fitted
 from experiments.sentiment import region_cnn
 from experiments.sentiment.cli import load_sentiment_run
-from experiments.sentiment.fitted import pseudo_labelled_count
 from experiments.log_odds import accuracies
 from experiments.log_odds import accuracy
 from experiments.sentiment.lstm_lm import save_member
@@ -92,6 +92,7 @@ from experiments.sentiment.nbsvm import fit_nbsvm
 from experiments.sentiment.paragraph_vectors import PVConfig
 from experiments.sentiment.paragraph_vectors import fit_paragraph_vectors
 from experiments.sentiment.region_cnn import RegionConfig
+from experiments.sentiment.task import pseudo_labelled_count
 
 STEP = 0.05  # the 'grid' rule's blend weights are multiples of STEP that sum to 1
 BLEND_RULES = ("log_loss", "grid")  # how the blend's weights are chosen on dev (module docstring)
@@ -467,7 +468,7 @@ def load_member(path: str) -> dict[str, np.ndarray]:
     raise ValueError(f"--member: {path} is not a readable .npz file ({e})") from e
   missing = [key for key in MEMBER_KEYS if key not in arrays]
   if missing:
-    raise ValueError(f"--member: {path} lacks {missing} (write it with lstm_lm.py finetune or "
+    raise ValueError(f"--member: {path} lacks {missing} (write it with lstm_lm.save_member or "
                      f"ensemble.py --save-members)")
   return arrays
 
@@ -608,7 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            f"(default {RegionConfig.lr:g})")
   parser.add_argument("--member", metavar="NAME=FILE", action="append", default=[],
                       help="blend a model trained elsewhere too: FILE holds its dev and test "
-                           "log-odds (lstm_lm.py finetune's classifier-seedS.npz); repeatable")
+                           "log-odds (lstm_lm.save_member's form); repeatable")
   parser.add_argument("--save-members", metavar="DIR",
                       help="write each of the ensemble's own models' dev and test log-odds to "
                            "DIR/NAME.npz (run, nbsvm, paragraph_vectors, region_cnn), which "

@@ -22,7 +22,6 @@ import scipy.special
 
 from experiments.console import UsageError
 from experiments.sentiment import configs
-from experiments.sentiment.cli import unlabelled_records_of
 from experiments.log_odds import accuracy
 from experiments.log_odds import log_loss
 from experiments.sentiment.nbsvm import fit_nbsvm
@@ -30,14 +29,10 @@ from experiments.sentiment.paragraph_vectors import PVConfig
 from experiments.sentiment.paragraph_vectors import fit_paragraph_vectors
 from experiments.sentiment.task import Prediction
 from experiments.sentiment.task import SentimentTask
+from experiments.sentiment.task import pseudo_labelled_count
+from experiments.sentiment.task import read_unlabelled
 from experiments.task import FittedTask
 from pipelines.vocab import UNK_ID
-
-
-def pseudo_labelled_count(data) -> int:
-  """How many of the training split's reviews are a self-training student's pseudo-labelled
-  ones: they come after IMDB's labelled reviews (0 for any other run)."""
-  return data.report.get("train", {}).get("pseudo_labelled", {}).get("kept", 0)
 
 
 def split_reviews(data) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -53,7 +48,7 @@ def unlabelled_reviews(task: SentimentTask, note: Callable[[str], None]) -> list
   without a word are counted and left out."""
   started = time.perf_counter()
   reviews, empty = [], 0
-  for record in unlabelled_records_of(task.config):
+  for record in read_unlabelled(task.config.data_dir, task.config.data.prepared_dir):
     try:
       reviews.append(task.encode(record["text"])[1])
     except ValueError:  # no word

@@ -27,16 +27,33 @@ from experiments.config import Config
 from experiments.task import Task
 from experiments.task import pipeline_options
 from experiments.sentiment import models
+from pipelines import datasets
 from pipelines import text as text_lib
 from pipelines.batching import Batcher
 from pipelines.tasks import SentimentData
 from pipelines.tasks import SentimentOptions
+from pipelines.tasks import read_records
 from pipelines.tasks.common import quarter_boundaries
 from pipelines.vocab import UNK_ID, Vocab
 
 LABELS = ("negative", "positive")
 HEATMAP_FILE = "attention.png"
 DEMO_SENTENCE = "this great science fiction film is really awesome"
+
+
+def read_unlabelled(source: str | None, prepared_dir: str | None) -> list[dict]:
+  """IMDB's 'unsupervised' split ({'text', 'id'} records, text as str) from `source` (None: the
+  shipped sample), prepared in `prepared_dir`."""
+  records = read_records(datasets.load("imdb", "unsupervised", source=source,
+                                       data_dir=prepared_dir))
+  return [{**record, "text": record["text"].decode("utf-8") if isinstance(record["text"], bytes)
+           else str(record["text"])} for record in records]
+
+
+def pseudo_labelled_count(data) -> int:
+  """How many of the training split's reviews are a self-training student's pseudo-labelled
+  ones: they come after IMDB's labelled reviews (0 for any other run)."""
+  return data.report.get("train", {}).get("pseudo_labelled", {}).get("kept", 0)
 
 
 @dataclasses.dataclass

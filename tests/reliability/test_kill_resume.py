@@ -270,3 +270,37 @@ def test_ctrl_c_saves_and_stops_and_twice_stops_at_once(tmp_path):
     with pytest.raises(KeyboardInterrupt):
       signal.raise_signal(signal.SIGINT)
   assert signal.getsignal(signal.SIGINT) is before
+
+
+# The LSTM language model's pretraining (`train sentiment --model lstm_lm`), tiny, on the shipped
+# IMDB sample: 40 steps of 64 windows of 8 tokens, a checkpoint every 10.
+LM_OVERRIDES = ("--model.embed_dim=8", "--model.hidden_size=12", "--model.vocab_cap=500",
+                "--model.window=8", "--data.max_len=8", "--train.batch_size=64",
+                "--train.num_steps=40", "--train.log_every=10", "--train.checkpoint_every=10",
+                "--optimizer.warmup_steps=5", "--train.progress_bar=False")
+
+
+def test_a_killed_language_model_pretraining_resumes_to_the_uninterrupted_result(tmp_path):
+  rng = random.Random(SEED)
+  reference = runs.train_named("sentiment", "lstm_lm", workdir=str(tmp_path / "reference"),
+                               overrides=list(LM_OVERRIDES))
+  workdir = str(tmp_path / "run")
+  argv = [sys.executable, "-m", "experiments", "train", "sentiment", "--model", "lstm_lm",
+          "--workdir", workdir, *LM_OVERRIDES]
+  run = Start(argv, _environment(str(tmp_path / "gate")), str(tmp_path), None)
+  step = rng.choice([20, 30])  # a checkpoint (of step 10 or later) is committed by then
+  run.wait_for(lambda: run.logged(step), f"step {step} is logged")
+  time.sleep(rng.uniform(0, 0.05))
+  assert run.send(signal.SIGKILL) == -signal.SIGKILL, run.output
+  kept = _committed(workdir)[0]
+  assert kept is not None and step - 10 <= kept < 40, run.output
+  run = Start(argv, _environment(str(tmp_path / "gate")), str(tmp_path), kept)
+  assert run.finish() == 0, run.output
+  run.check_resumed()
+  params = runs.load_run(workdir, "latest").params
+  toy_runs.assert_same_params(reference.state.params, params)
+  assert toy_runs.records(workdir)[-8:] == toy_runs.records(reference.workdir)[-8:]
+  with open(os.path.join(workdir, metrics_log.RESULTS_FILE), encoding="utf-8") as f:
+    results = json.load(f)
+  for key in ("test", "dev", "best", "steps"):
+    assert results[key] == reference.results[key], key
