@@ -17,7 +17,6 @@ import argparse
 
 from experiments import plots
 from experiments import runs
-from experiments.config import Config
 from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import cut_notice

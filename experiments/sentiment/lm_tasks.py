@@ -40,7 +40,6 @@ from experiments.sentiment.task import Prediction
 from experiments.sentiment.task import SentimentTask
 from experiments.sentiment.task import pseudo_labelled_count
 from experiments.sentiment.task import read_unlabelled
-from pipelines import text as text_lib
 from pipelines.batching import Batcher
 from pipelines.batching import Ragged
 from pipelines.vocab import UNK_ID
