@@ -3,7 +3,9 @@
   train <experiment> [--model NAME] [--data-dir PATH] [--workdir DIR] [--SECTION.FIELD VALUE ...]
         [--show-config] [--coordinator-address HOST:PORT --num-processes N --process-id I |
         --distributed]
-      Trains a named run; rerunning the same command resumes it. Any setting of the run's config
+      Trains a named run; rerunning the same command resumes it. `train <experiment> --help`
+      lists the experiment's models (one line each) and the settings of its config
+      (experiments/train_help.py). Any setting of the run's config
       is overridden by its dotted path (`--optimizer.learning_rate=3e-4 --train.num_epochs 4`;
       parsed by tyro, see experiments/config.py). --show-config prints the settings and exits.
       With the multi-process flags (experiments/distributed.py) it is one process of a run over
@@ -67,6 +69,7 @@ from experiments import config as config_lib
 from experiments import distributed
 from experiments import registry
 from experiments import runs
+from experiments import train_help
 from experiments import trainer
 from experiments import workdir as workdir_lib
 from experiments.cli_flags import add_predict_arguments
@@ -122,6 +125,16 @@ def _pairs_decoding_defaults(experiments: dict[str, registry.Experiment]) -> str
           + "; ".join(named) + ".")
 
 
+def _add_train_options(train: argparse.ArgumentParser) -> None:
+  """The train command's flags beside the experiment (its config overrides are tyro's)."""
+  train.add_argument("--model", help="the named run within the experiment (default: its default)")
+  train.add_argument("--data-dir", help="the data (default: the sample shipped with the package)")
+  train.add_argument("--workdir", help="checkpoints, logs and results (default: runs/<experiment>-"
+                     "<model>)")
+  train.add_argument("--show-config", action="store_true", help="print the settings and exit")
+  distributed.add_arguments(train)
+
+
 def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.ArgumentParser:
   """The parser of every command, with a predict subcommand and the aliases of each experiment."""
   parser = argparse.ArgumentParser(
@@ -134,16 +147,14 @@ def build_parser(experiments: dict[str, registry.Experiment]) -> argparse.Argume
 
   train = commands.add_parser(
       "train", help="train a named run (resumes from --workdir)", allow_abbrev=False,
-      epilog="Any config setting is overridden by its dotted path, e.g. "
+      add_help=False, epilog="Any config setting is overridden by its dotted path, e.g. "
       "--optimizer.learning_rate=3e-4 --train.num_epochs 4 --data.boundaries 64 128 256 "
-      "--train.progress_bar False; --show-config lists them all with their values.")
+      "--train.progress_bar False; --show-config lists them all with their values. "
+      "`train EXPERIMENT --help` lists the experiment's models and settings.")
+  train.add_argument("-h", "--help", action=train_help.ExperimentHelp,
+                     add_options=_add_train_options)
   train.add_argument("experiment")
-  train.add_argument("--model", help="the named run within the experiment (default: its default)")
-  train.add_argument("--data-dir", help="the data (default: the sample shipped with the package)")
-  train.add_argument("--workdir", help="checkpoints, logs and results (default: runs/<experiment>-"
-                     "<model>)")
-  train.add_argument("--show-config", action="store_true", help="print the settings and exit")
-  distributed.add_arguments(train)
+  _add_train_options(train)
 
   evaluate = commands.add_parser("evaluate", help="evaluate a trained run",
                                  epilog=_pairs_decoding_defaults(experiments))

@@ -30,13 +30,17 @@ import argparse
 import dataclasses
 import importlib
 import importlib.metadata
+import inspect
 import pkgutil
+import re
+import textwrap
 from typing import Any, Callable, Iterable, Mapping
 
 from experiments.answers import Answerer
 from experiments.config import Config
 
 ENTRY_POINT_GROUP = "attention_zoo.experiments"
+SUMMARY_CHARS = 100  # the longest line Experiment.summary gives
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +117,13 @@ class Experiment:
     cfg = self.configs[model]()
     cfg.experiment, cfg.model_name = self.name, model
     return cfg
+
+  def summary(self, model: str, width: int = SUMMARY_CHARS) -> str:
+    """One line on the named run `model`: the first sentence of its function's docstring,
+    shortened to `width` characters at a word ('' for a function without a docstring)."""
+    paragraph = (inspect.getdoc(self.configs[model]) or "").split("\n\n")[0]
+    sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z`(])", " ".join(paragraph.split()), maxsplit=1)[0]
+    return textwrap.shorten(sentence, width, placeholder=" ...") if sentence else ""
 
 
 _EXPERIMENTS: dict[str, Experiment] = {}

@@ -22,6 +22,7 @@ def _status(main, argv) -> int:
 
 @pytest.mark.parametrize("command, argv, message", [
     (cli.main, ["train", "sentimental"], "unknown experiment 'sentimental'"),
+    (cli.main, ["train", "sentimental", "--help"], "unknown experiment 'sentimental'"),
     (cli.main, ["evaluate", "--workdir", "{empty}"], "config.json does not exist"),
     (cli.main, ["translate", "I won!", "--workdir", "{empty}"], "config.json does not exist"),
     (cli.main, ["train", "sentiment", "--data-dir", "{empty}/imdb.tar.gz", "--workdir",

@@ -36,7 +36,9 @@ and a request beyond --max-connections 503 (uvicorn's plain-text answer).
                                 -> {"scores": (Q, K), "weights": (Q, K), "output": (Q, Dv)}
 
 `output.lines` are exactly the lines `python -m experiments predict <experiment> INPUT [flags]`
-prints on standard output (`notes`: its standard error). The other output fields, by experiment:
+prints on standard output (`notes`: its standard error; sentiment's flags include --weights where
+the model has attention: its lines hold each word's weight). The other output fields, by
+experiment:
   sentiment    label ("negative" | "positive"), probability (of that label), words [n],
                unknown [n] bools, weights [n] (one per word, summing to 1)
   translation  translations [{"text", "score"}] (best first; num_results of them), source_tokens,

@@ -36,6 +36,6 @@ def make_task(config: Config, **kwargs) -> SentimentTask:
 
 EXPERIMENT = registry.register(registry.Experiment(
     name="sentiment", make_task=make_task, configs=CONFIGS, default_model=DEFAULT_MODEL,
-    predict=cli.predict, answerer=answerer.ANSWERER, aliases=("classify",),
+    predict=cli.predict, add_predict_arguments=cli.add_arguments, answerer=answerer.ANSWERER, aliases=("classify",),
     description="IMDB sentiment: BiLSTM / self-attention classifiers with attention heatmaps"),
     replace=True)

@@ -1,6 +1,7 @@
 """How a sentiment run answers one review for the attention explorer (experiments/answers.py):
-what `predict sentiment` prints, the label, its probability, the words and their weights, and the
-model's attention (the pooling row, or each self-attention layer)."""
+what `predict sentiment --weights` prints (`predict sentiment` for a model without attention, which
+has no weights to print), the label, its probability, the words and their weights, and the model's
+attention (the pooling row, or each self-attention layer)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def answer(run: runs.Run, text: str, chosen: dict[str, Any], console: Console
            ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
   del chosen
   args = argparse.Namespace(inputs=[text], workdir=run.workdir, checkpoint=run.checkpoint,
-                            heatmap=None)
+                            heatmap=None, weights=run.task.has_attention)
   prediction = cli.answer(run, args, console)[0]
   output = {"label": prediction.label_name, "probability": float(prediction.probability),
             "words": list(prediction.words), "unknown": list(prediction.unknown),

@@ -1,14 +1,16 @@
 """The `predict sentiment` command (alias `classify`): labels and attention for review texts.
 
-    python -m experiments predict sentiment "TEXT" ... [--workdir W] [--heatmap out.png]
+    python -m experiments predict sentiment "TEXT" ... [--workdir W] [--weights]
+        [--heatmap out.png]
 
 Loads a trained run (runs.load_run: its config, the vocabularies saved beside its checkpoints and
-the best or latest parameters), classifies each text and prints the label, its probability and the
-text (an excerpt of a long one: console.echo), tab-separated, then the attention weight of every
-word (weights sum to 1 over the words). With --heatmap the attention is saved as a PNG; with several
-texts the files are numbered (out-1.png, out-2.png, ...). A review longer than the run reads
-(data.max_len words) is classified by its first data.max_len words, with a note on standard error
-saying so.
+the best or latest parameters), classifies each text and prints one line per text: the label, its
+probability and the text (an excerpt of a long one: console.echo), tab-separated. With --weights
+each line is followed by the attention weight of every word (weights sum to 1 over the words); with
+--heatmap the attention is saved as a PNG; with several texts the files are numbered (out-1.png,
+out-2.png, ...). A model without attention (fitted.py's) refuses both (exit 2). A review longer
+than the run reads (data.max_len words) is classified by its first data.max_len words, with a note
+on standard error saying so.
 """
 
 from __future__ import annotations
@@ -49,11 +51,17 @@ def unlabelled_records(run: runs.Run, data_dir: str | None = None) -> list[dict]
                          run.config.data.prepared_dir)
 
 
-def format_prediction(prediction: Prediction) -> list[str]:
-  """The label line, then one 'word  weight' line per word (unknown words marked; none for a
-  model without attention)."""
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """`predict sentiment`'s own flag."""
+  parser.add_argument("--weights", action="store_true", help="under each text's line, the "
+                      "attention weight of every word (models with attention)")
+
+
+def format_prediction(prediction: Prediction, weights: bool = False) -> list[str]:
+  """The label line; with `weights`, then one 'word  weight' line per word (unknown words marked;
+  none for a model without attention)."""
   lines = [f"{prediction.label_name}\t{prediction.probability:.4f}\t{echo(prediction.text)}"]
-  if prediction.word_weights is None:  # a model without attention (a fitted one)
+  if not weights or prediction.word_weights is None:
     return lines
   width = max(len(w) for w in prediction.words)
   for word, unknown, weight in zip(prediction.words, prediction.unknown,
@@ -75,8 +83,16 @@ def predict(args: argparse.Namespace, console: Console) -> int:
 def answer(run: runs.Run, args: argparse.Namespace, console: Console) -> list[Prediction]:
   """What `predict` does once the run is loaded (the explorer calls it too): classifies
   args.inputs (one batch of console.input_batches, or a list), prints the lines through
-  `console` and returns the predictions."""
+  `console` (with args.weights, if given, each word's weight) and returns the predictions.
+
+  Raises:
+    UsageError: --weights or --heatmap for a model without attention (before any line).
+  """
   first = getattr(args, "first_number", 1)
+  weights = getattr(args, "weights", False)
+  if weights and not run.task.has_attention:
+    raise UsageError(f"--weights: the {run.config.model_name} model has no attention weights to "
+                     "print")
   with input_errors():  # a text with no words
     predictions = run.task.predict(run.params, list(args.inputs))
   if args.heatmap is not None and predictions[0].attention is None:
@@ -87,14 +103,13 @@ def answer(run: runs.Run, args: argparse.Namespace, console: Console) -> list[Pr
       console.note(cut_notice(number, text, len(prediction.words), total, "words",
                               "data.max_len"))
   if first == 1:
-    attention = predictions[0].word_weights is not None  # a fitted model has none
-    weights = "; then the attention weight per word" if attention else ""
+    then = "; then the attention weight per word" if weights else ""
     console.note(f"# {run.config.model_name} from {args.workdir} ({args.checkpoint} checkpoint, "
-                 f"step {run.step}): label, probability, text{weights}")
+                 f"step {run.step}): label, probability, text{then}")
   paths = plots.numbered_paths(args.heatmap, len(predictions), first,
                                getattr(args, "numbered", None))
   for prediction, path in zip(predictions, paths):
-    for line in format_prediction(prediction):
+    for line in format_prediction(prediction, weights):
       console.print(line)
     if path is not None:
       run.task.draw_heatmap(prediction, path)

@@ -61,6 +61,8 @@ def unlabelled_reviews(task: SentimentTask, note: Callable[[str], None]) -> list
 class FittedSentimentTask(FittedTask, SentimentTask):
   """A sentiment model that gives each review a log-odds of 'positive' (subclasses: `log_odds`)."""
 
+  has_attention = False  # its predictions have no word weights, nor attention to draw
+
   def log_odds(self, model: Any, reviews: Sequence[Sequence[int]], split: str | None = None
                ) -> np.ndarray:
     """float64 (N,): the model's log-odds of reviews (id sequences); `split` names the data split

@@ -95,6 +95,8 @@ class SentimentTask(Task):
   """
 
   ARTIFACTS = {"vocab": "vocab.json", "bigram_vocab": "bigram_vocab.json"}
+  # Whether its predictions carry word weights and attention (fitted.py's models: none).
+  has_attention = True
 
   def __init__(self, config: Config, *, data: SentimentData | None = None,
                artifacts: dict[str, Vocab] | None = None):

@@ -84,6 +84,76 @@ def test_list_and_show_config(capsys):
   assert "optimizer.learning_rate = 0.5" in shown and "model.embed_dim = 14" in shown
 
 
+def _help(argv, capsys) -> str:
+  with pytest.raises(SystemExit) as info:
+    main(argv)
+  assert info.value.code == 0
+  return capsys.readouterr().out
+
+
+def test_train_help_after_an_experiment_lists_its_models_and_settings(capsys):
+  shown = _help(["train", "toy", "--help"], capsys)
+  assert shown.startswith("usage: python -m experiments train toy [-h] [--model MODEL]")
+  assert "synthetic token classification for engine tests" in shown
+  assert shown.split("models (--model NAME; * the default):\n")[1].splitlines() == [
+      "  mlp*  The toy run: 5 steps per epoch, 2 epochs, Adam 1e-2.",
+      "  wide",  # a lambda: no docstring to summarise
+      "",
+      "settings of mlp, each overridden by its dotted path (e.g. --optimizer.learning_rate=3e-4",
+      "--train.num_epochs 4); --show-config prints them with their values, --model NAME --help "
+      "another",
+      "model's:",
+      "  train      seed, batch_size, eval_batch_size, num_epochs, num_steps, log_every, "
+      "eval_every,",
+      "             checkpoint_every, keep_checkpoints, best_metric, best_mode, test_with, dtype,",
+      "             param_dtype, prefetch, progress_bar, divergence_factor",
+      "  optimizer  name, learning_rate, b1, b2, eps, weight_decay, momentum, grad_clip_norm, "
+      "schedule,",
+      "             warmup_steps, decay_steps, min_lr_ratio",
+      "  model      embed_dim, hidden, dropout",
+      "  data       n_train, n_dev, n_test, seq_len, vocab_size, nan_at_batch, signal_at_batch,",
+      "             kill_at_batch, fault_process"]
+  assert "settings of wide, each" in _help(["train", "toy", "--model", "wide", "-h"], capsys)
+  generic = _help(["train", "--help"], capsys)  # no experiment yet: the command's own help
+  assert "`train EXPERIMENT --help` lists the experiment's models" in " ".join(generic.split())
+  assert "models (--model NAME" not in generic
+  assert "unknown model 'big' for experiment 'toy'" in _fails(
+      ["train", "toy", "--model", "big", "--help"], capsys)
+
+
+@pytest.mark.parametrize("name, named", [
+    ("matching", ["transformer", "transformer_mlm", "transformer_pretrained", "decomposable",
+                  "esim", "siamese"]),
+    ("sentiment", ["bilstm_mean", "bilstm_attn_additive", "transformer", "nbsvm"])])
+def test_train_help_names_every_model_of_a_shipped_experiment(name, named, capsys):
+  experiment = registry.get_experiment(name)
+  shown = _help(["train", name, "--help"], capsys)
+  rows = shown.split("models (--model NAME; * the default):\n")[1].split("\n\n")[0].splitlines()
+  starred = [f"{m}*" if m == experiment.default_model else m for m in experiment.configs]
+  assert [row.split()[0] for row in rows] == starred
+  assert set(named) <= set(experiment.configs)
+  for row, model in zip(rows, experiment.configs):
+    summary = experiment.summary(model, 100 - 2 - (max(map(len, starred)) + 2))
+    assert summary and row.endswith(summary) and len(row) <= 100
+  assert f"settings of {experiment.default_model}, each" in shown
+
+
+def test_a_models_summary_is_its_docstrings_first_sentence_cut_at_a_word():
+
+  def named_run():
+    """Word + bigram embeddings (E 64) -> pooling, on whole
+    reviews. Measured: 0.91 (see RESULTS).
+
+    More."""
+
+  experiment = dataclasses.replace(registry.get_experiment("toy"),
+                                   configs={"a": named_run, "b": lambda: None}, default_model="a")
+  assert experiment.summary("a") == ("Word + bigram embeddings (E 64) -> pooling, on whole "
+                                     "reviews.")
+  assert experiment.summary("a", 40) == "Word + bigram embeddings (E 64) -> ..."
+  assert experiment.summary("b") == ""
+
+
 def test_bad_names_and_keys_exit_2_with_the_known_ones(capsys, tmp_path):
   assert "unknown experiment 'imdb'; known experiments: " in _fails(["train", "imdb"], capsys)
   assert "toy" in _fails(["train", "imdb"], capsys)

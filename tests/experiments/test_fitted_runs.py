@@ -97,6 +97,11 @@ def test_predict_and_serve_classify_new_text_without_attention(sample_runs, caps
                    "x.png", "fine"]) == 2
   captured = capsys.readouterr()
   assert captured.out == "" and "the nbsvm model has no attention to draw" in captured.err
+  for name, workdir in workdirs.items():  # no weights to print either: one line says so
+    assert cli.main(["predict", "sentiment", "--workdir", workdir, "--weights", "fine"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        f"error: --weights: the {name} model has no attention weights to print\n")
   explorer = service.Explorer([workdirs["nbsvm"]])
   answer = explorer.answer("0", texts[0])
   assert answer["attention"] == [] and answer["output"]["weights"] == []

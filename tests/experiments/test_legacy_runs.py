@@ -24,7 +24,7 @@ from experiments.console import ListConsole
 
 LEGACY = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures", "legacy_runs")
 INPUTS = {
-    "sentiment": ["predict", "sentiment", "This great science fiction film is really awesome",
+    "sentiment": ["predict", "sentiment", "--weights", "This great science fiction film is really awesome",
                   "Not good at all, a waste of time"],
     "translation": ["translate", "--tsv", "--beam-size", "3", "Go .", "I won !"],
     "couplet": ["couplet", "晚风摇树树还挺", "海阔凭鱼跃"],

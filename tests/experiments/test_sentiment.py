@@ -119,7 +119,8 @@ def test_word_weights_of_self_attention_are_the_mean_over_real_query_rows():
                              [[0.2] * 5, [1 / 3] * 3 + [0, 0]], rtol=1e-6)
 
 
-def test_train_then_predict_prints_label_and_word_weights(tmp_path, capsys, sample):
+def test_train_then_predict_prints_a_label_line_and_word_weights_on_request(tmp_path, capsys,
+                                                                           sample):
   workdir = str(tmp_path / "run")
   cfg = _small_config("bilstm_attn_dot", ["--data.max_len=32", "--data.boundaries=32",
                                           "--train.num_steps=1", "--train.batch_size=16",
@@ -131,13 +132,21 @@ def test_train_then_predict_prints_label_and_word_weights(tmp_path, capsys, samp
   capsys.readouterr()
 
   text = "This great science fiction film is really awesome"
+  other = "a dull one"
+  assert cli.main(["predict", "sentiment", text, other, "--workdir", workdir]) == 0
+  captured = capsys.readouterr()
+  plain = captured.out.splitlines()  # one line per input, as the other experiments print
+  assert [line.split("\t")[2] for line in plain] == [text, other]
+  assert captured.err.splitlines()[0].endswith("): label, probability, text")
   heatmap = tmp_path / "heat.png"
-  assert cli.main(["predict", "sentiment", text, "--workdir", workdir,
+  assert cli.main(["predict", "sentiment", text, "--workdir", workdir, "--weights",
                    "--heatmap", str(heatmap)]) == 0
   captured = capsys.readouterr()
   lines = captured.out.splitlines()
   assert captured.err.splitlines()[0].startswith("# bilstm_attn_dot from")
-  assert len(lines) == 1 + 8
+  assert captured.err.splitlines()[0].endswith(
+      "): label, probability, text; then the attention weight per word")
+  assert len(lines) == 1 + 8 and lines[0] == plain[0]
   label, probability, echoed = lines[0].split("\t")
   assert label in ("negative", "positive") and echoed == text
   assert 0.5 <= float(probability) <= 1.0
@@ -411,7 +420,7 @@ def test_bigram_run_saves_its_bigram_vocabulary_and_predicts(tmp_path, capsys, s
   assert Vocab.load(tmp_path / "run" / "bigram_vocab.json") == sample_bigrams.bigram_vocab
   capsys.readouterr()
   text = "Not good at all"
-  assert cli.main(["predict", "sentiment", text, "--workdir", workdir]) == 0
+  assert cli.main(["predict", "sentiment", text, "--workdir", workdir, "--weights"]) == 0
   lines = capsys.readouterr().out.splitlines()
   assert lines[0].split("\t")[2] == text
   assert [line.split()[0] for line in lines[1:]] == ["not", "good", "at", "all"]

@@ -126,9 +126,10 @@ LONG_REVIEW = " ".join(["a fine film with dull bits ."] * 6)  # 42 words: cut to
 
 CASES = [
     # (run, input, options, the command line's flags)
-    ("sentiment_transformer", "a fine film , really", {}, []),
-    ("sentiment_pooling", "this movie was great fun", {}, []),
-    ("sentiment_pooling", LONG_REVIEW, None, []),
+    # (a sentiment run answers with the word weights `predict sentiment --weights` prints)
+    ("sentiment_transformer", "a fine film , really", {}, ["--weights"]),
+    ("sentiment_pooling", "this movie was great fun", {}, ["--weights"]),
+    ("sentiment_pooling", LONG_REVIEW, None, ["--weights"]),
     ("translation_transformer", "I won!", {}, []),
     ("translation_transformer", "Go now.", {"beam_size": 1}, ["--beam-size", "1"]),
     ("translation_transformer", "I won!", {"beam_size": 3, "num_results": 2, "tsv": True,

@@ -3,12 +3,12 @@ Playwright for Python, over `python -m experiments serve` on a tiny sentiment Tr
 tiny pooling run.
 
 The test types a review, reads the answer, switches layer and head, and checks that what the page
-draws is what the command line gives for the same input: the lines `predict sentiment` prints, the
-word weights it prints (the last layer's average of heads, averaged over the query words, to its 4
-decimals), and every layer's and head's weights of the model itself; the hover text is Python's
-'{:.4f}' of the drawn weight; the PNG and JSON downloads hold that picture and those weights. Then
-an empty input (an error shown on the page, which goes on answering), the pooling run side by side
-with the first (its lines, and its one row of weights printed as the command line prints them, digit
+draws is what the command line gives for the same input: the lines `predict sentiment --weights`
+prints, the word weights it prints (the last layer's average of heads, averaged over the query
+words, to its 4 decimals), and every layer's and head's weights of the model itself; the hover
+text is Python's '{:.4f}' of the drawn weight; the PNG and JSON downloads hold that picture and
+those weights. Then an empty input (an error shown on the page, which goes on answering), the
+pooling run side by side with the first (its lines, and its one row of weights printed as the command line prints them, digit
 for digit), the same weights sent as nested lists instead of the float32 bytes the page asks for,
 and one computation on the zoo tab, checked against numpy; the page fetched nothing from anywhere
 but the server. A screenshot of each tab is saved under test-artifacts/explorer/ (gitignored), or
@@ -108,9 +108,11 @@ def artifacts_dir() -> str:
 
 
 def command_line(workdir: str, text: str) -> list[str]:
-  """The lines `python -m experiments predict sentiment --workdir W TEXT` prints (in-process)."""
+  """The lines `python -m experiments predict sentiment --weights --workdir W TEXT` prints
+  (in-process): what the explorer shows for a model with attention."""
   console = ListConsole()
-  assert cli.main(["predict", "sentiment", "--workdir", workdir, text], console=console) == 0
+  assert cli.main(["predict", "sentiment", "--weights", "--workdir", workdir, text],
+                  console=console) == 0
   return list(console.lines)
 
 

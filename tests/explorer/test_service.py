@@ -231,7 +231,10 @@ def test_answers_print_what_the_command_prints_and_notes_go_to_notes(tiny_runs):
   run = explorer.runs["0"].run
   from experiments.sentiment import cli  # pylint: disable=g-import-not-at-top
   predictions = cli.answer(run, _namespace(run, ["a fine film"]), console)
-  assert result["output"]["lines"] == console.lines == cli.format_prediction(predictions[0])
+  # The lines of `predict sentiment --weights`: the label line, then each word's weight.
+  assert result["output"]["lines"] == console.lines == cli.format_prediction(predictions[0],
+                                                                             weights=True)
+  assert len(console.lines) == 1 + 3
   assert result["output"]["notes"] == console.notes
   with pytest.raises(service.UnknownRunError, match="unknown run id '1'; the runs are 0"):
     explorer.answer("1", "a fine film")
@@ -241,7 +244,8 @@ def test_answers_print_what_the_command_prints_and_notes_go_to_notes(tiny_runs):
 
 def _namespace(run, inputs):
   import argparse  # pylint: disable=g-import-not-at-top
-  return argparse.Namespace(inputs=inputs, workdir=run.workdir, checkpoint="best", heatmap=None)
+  return argparse.Namespace(inputs=inputs, workdir=run.workdir, checkpoint="best", heatmap=None,
+                            weights=True)
 
 
 def test_one_source_is_decoded_as_one_row_with_the_full_batchs_result(tiny_runs):
