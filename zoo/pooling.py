@@ -16,6 +16,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from zoo import batching
 from zoo import checks
 from zoo import masking
 from zoo import scoring
@@ -113,21 +114,30 @@ class AttentionPooling(nn.Module):
   kernel_init: Callable[..., jax.Array] | None = None
 
   @nn.compact
-  def __call__(self, x: jax.Array,
-               valid_lens: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+  def __call__(self, x: jax.Array, *, valid_lens: jax.Array | None = None,
+               mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
     """Pools each sequence into the attention-weighted average of its valid steps.
 
+    Any leading batch shape (*batch), none included (zoo.batching).
+
     Args:
-      x: float (B, L, D).
-      valid_lens: int (B,), the number of valid steps; None uses all L steps.
+      x: float (*batch, L, D).
+      valid_lens: int (*batch,), the number of valid steps; None uses all L steps.
+      mask: bool broadcastable to (*batch, L), True = may attend; given with valid_lens, a step is
+        pooled iff both allow it (zoo.masking.key_mask).
 
     Returns:
-      context: (B, D), zeros for an example with valid_len 0.
-      weights: (B, L), zero beyond each valid length.
+      context: (*batch, D), zeros for an example with no valid step.
+      weights: (*batch, L), zero beyond each valid length and where the mask is False.
     """
-    checks.rank(x, 3, "x")
+    lead = batching.leading_shape(x, 2, "x")
     checks.floating(x, "x")
     width = x.shape[-1]
+    valid_lens = batching.fold_lengths(valid_lens, lead, (), "valid_lens",
+                                         batching.BATCH_AXES)
+    mask = batching.fold_mask(mask, lead, x.shape[-2:-1], "mask", "the scores (*batch, L) =")
+    x = batching.fold(x, lead)  # (B, L, D)
+    mask = masking.key_mask(valid_lens, mask, x.shape[:2])  # (B, L)
     init = self.query_init or nn.initializers.normal(stddev=width ** -0.5)
     query = self.param("query", init, (1, width), self.param_dtype)  # one query row, Q = 1
     kernel_init = {} if self.kernel_init is None else {"kernel_init": self.kernel_init}
@@ -135,5 +145,5 @@ class AttentionPooling(nn.Module):
                                 param_dtype=self.param_dtype, name="scorer", **kernel_init)
     x = jnp.asarray(x, self.dtype)
     scores = scorer(jnp.asarray(query, self.dtype), x)[:, 0, :]  # query broadcasts: (B, 1, L)
-    weights = masking.masked_softmax(scores, valid_lens)  # (B, L)
-    return jnp.einsum("bl,bld->bd", weights, x), weights
+    weights = masking.softmax_where(scores, mask)  # (B, L)
+    return batching.unfold((jnp.einsum("bl,bld->bd", weights, x), weights), lead)

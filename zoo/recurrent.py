@@ -24,6 +24,7 @@ comes first and the backward one second, the same layout as the outputs' last ax
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple, Sequence
 
 import flax.linen as nn
@@ -31,7 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from zoo import batching
 from zoo import checks
+from zoo import masking
 
 Dtype = Any
 Initializer = Callable[..., jax.Array]
@@ -227,25 +230,35 @@ class LSTMLayer(nn.Module):
                        "(its backward direction needs the whole sequence)")
     return lstm_step(self.hidden_kernel[0], state, input_gates, self.dtype)
 
-  def __call__(self, x: jax.Array, lengths: jax.Array | None = None,
+  def __call__(self, x: jax.Array, *, valid_lens: jax.Array | None = None,
+               mask: jax.Array | None = None,
                initial_state: LSTMState | None = None) -> tuple[jax.Array, LSTMState]:
     """Runs the layer over padded sequences.
 
     Args:
-      x: (B, L, D).
-      lengths: int (B,), the number of real tokens of each sequence (None: all L are real).
-      initial_state: LSTMState(h (B, n*H), c (B, n*H)), or None for zeros.
+      x: (*batch, L, D), any leading batch shape, none included.
+      valid_lens: int (*batch,), the number of real tokens of each sequence (None: all L real).
+      mask: bool broadcastable to (*batch, L), True at real tokens, each row a prefix (True then
+        False). Given both, a step is real iff both say so (zoo.masking.prefix_lengths).
+      initial_state: LSTMState(h (*batch, n*H), c (*batch, n*H)), or None for zeros.
 
     Returns:
-      outputs (B, L, n*H) in `dtype`, zero at padded steps; [forward, backward] on the last axis.
-      final LSTMState(h (B, n*H), c (B, n*H)) float32: the state after each sequence's last real
-      token (forward) and after its first token (backward).
+      outputs (*batch, L, n*H) in `dtype`, zero at padded steps; [forward, backward] on the last
+      axis. final LSTMState(h (*batch, n*H), c (*batch, n*H)) float32: the state after each
+      sequence's last real token (forward) and after its first token (backward).
     """
-    checks.rank(x, 3, "x")
+    lead = batching.leading_shape(x, 2, "x")
     checks.floating(x, "x")
-    if lengths is not None:
-      checks.sequence_lengths(lengths, "lengths", x, "x")
-      lengths = jnp.asarray(lengths)
+    lengths = fold_lengths(valid_lens, mask, lead, x.shape[-2])
+    x = batching.fold(x, lead)
+    if initial_state is not None:
+      initial_state = fold_state(initial_state, "initial_state", lead)
+    outputs, final = self._run(x, lengths, initial_state)
+    return batching.unfold((outputs, final), lead)
+
+  def _run(self, x: jax.Array, lengths: jax.Array | None,
+           initial_state: LSTMState | None) -> tuple[jax.Array, LSTMState]:
+    """`__call__` on folded inputs: x (B, L, D), lengths int (B,) or None."""
     batch, steps = x.shape[0], x.shape[1]
     n, hidden = self.num_directions, self.hidden_size
     gates = self.input_gates(x)  # (B, L, n, 4H): one matmul for all steps and directions
@@ -264,6 +277,31 @@ class LSTMLayer(nn.Module):
       outputs = jnp.stack([outputs[:, :, 0], reverse_valid(outputs[:, :, 1], lengths)], axis=2)
     final = LSTMState(*(s.transpose(1, 0, 2).reshape(batch, n * hidden) for s in final))
     return outputs.reshape(batch, steps, n * hidden), final
+
+
+def fold_lengths(valid_lens: jax.Array | None, mask: jax.Array | None, lead: tuple[int, ...],
+                 steps: int) -> jax.Array | None:
+  """A recurrent encoder's `valid_lens=` and `mask=` for x (*lead, L, D) -> lengths int (B,).
+
+  The zoo's rule (zoo.masking.prefix_lengths): a step is real iff both allow it; None for neither.
+  """
+  valid_lens = batching.fold_lengths(valid_lens, lead, (), "valid_lens", batching.BATCH_AXES)
+  if valid_lens is not None:
+    checks.lengths_in_range(valid_lens, "valid_lens", steps)
+  mask = batching.fold_mask(mask, lead, (steps,), "mask", "the steps (*batch, L) =")
+  lengths = masking.prefix_lengths(valid_lens, mask, steps)
+  if lengths is None:
+    return None
+  return jnp.broadcast_to(lengths, (math.prod(lead),))
+
+
+def fold_state(state, name: str, lead: tuple[int, ...]) -> LSTMState:
+  """One layer's (h, c), each (*lead, W), folded to (B, W); a wrong structure raises naming it."""
+  if not isinstance(state, (tuple, list)) or len(state) != 2:
+    raise ValueError(f"{name}: expected a pair (h, c), got {type(state).__name__}")
+  for part, value in zip("hc", state):
+    batching.same_leading(value, f"{name}.{part}", 1, lead, "x")
+  return LSTMState(*(batching.fold(value, lead) for value in state))
 
 
 def directions_first(state: jax.Array, n: int) -> jax.Array:
@@ -322,40 +360,53 @@ class LSTM(nn.Module):
     """The width of outputs and of each state h, c: H, or 2H when bidirectional."""
     return self.hidden_size * (2 if self.bidirectional else 1)
 
-  def __call__(self, x: jax.Array, lengths: jax.Array | None = None, *,
+  def __call__(self, x: jax.Array, *, valid_lens: jax.Array | None = None,
+               mask: jax.Array | None = None,
                initial_state: Sequence[LSTMState] | None = None,
                deterministic: bool = True) -> tuple[jax.Array, tuple[LSTMState, ...]]:
     """Runs all layers over padded sequences.
 
     Args:
-      x: float (B, L, D).
-      lengths: int (B,), real tokens per sequence in [0, L]; None means all L are real.
-      initial_state: None (zeros) or a tuple of `num_layers` pairs (h, c), each (B, W) with
+      x: float (*batch, L, D), any leading batch shape, none included.
+      valid_lens: int (*batch,), real tokens per sequence in [0, L]; None means all L are real.
+      mask: bool broadcastable to (*batch, L), True at real tokens, each row a prefix (True then
+        False). Given both, a step is real iff both say so (zoo.masking.prefix_lengths).
+      initial_state: None (zeros) or a tuple of `num_layers` pairs (h, c), each (*batch, W) with
         W = `state_width` (H, or 2H = [forward, backward] when bidirectional).
       deterministic: disables dropout between layers.
 
     Returns:
-      outputs: (B, L, W) of the top layer in `dtype`, zero at padded steps.
-      final_state: tuple of `num_layers` LSTMState(h (B, W), c (B, W)), float32, bottom layer
-        first: each layer's state after the last real token of each sequence (for the backward
-        half: after the first token).
+      outputs: (*batch, L, W) of the top layer in `dtype`, zero at padded steps.
+      final_state: tuple of `num_layers` LSTMState(h (*batch, W), c (*batch, W)), float32, bottom
+        layer first: each layer's state after the last real token of each sequence (for the
+        backward half: after the first token).
     """
-    checks.rank(x, 3, "x")
+    lead = batching.leading_shape(x, 2, "x")
     checks.floating(x, "x")
-    batch = x.shape[0]
-    if lengths is not None:
-      checks.sequence_lengths(lengths, "lengths", x, "x")
-      lengths = jnp.asarray(lengths)
+    lengths = fold_lengths(valid_lens, mask, lead, x.shape[-2])
+    x = batching.fold(x, lead)
+    outputs, finals = self._run(x, lengths, self._folded_states(initial_state, lead),
+                                deterministic)
+    return batching.unfold((outputs, finals), lead)
+
+  def _folded_states(self, initial_state, lead: tuple[int, ...]) -> tuple[LSTMState | None, ...]:
+    """initial_state (None, or num_layers pairs each (*lead, W)) -> per layer None or (B, W)."""
     if initial_state is None:
-      initial_state = (None,) * self.num_layers
-    else:
-      initial_state = check_states(initial_state, "initial_state", self.num_layers, batch,
-                                   self.state_width)
+      return (None,) * self.num_layers
+    if not isinstance(initial_state, (tuple, list)) or len(initial_state) != self.num_layers:
+      check_states(initial_state, "initial_state", self.num_layers, 0, 0)  # raises, naming it
+    folded = tuple(fold_state(s, f"initial_state[{i}]", lead) for i, s in enumerate(initial_state))
+    return check_states(folded, "initial_state", self.num_layers, math.prod(lead),
+                        self.state_width)
+
+  def _run(self, x: jax.Array, lengths: jax.Array | None, initial_state: Sequence,
+           deterministic: bool) -> tuple[jax.Array, tuple[LSTMState, ...]]:
+    """All layers on folded inputs: x (B, L, D), lengths int (B,) or None, states (B, W)."""
     outputs, finals = jnp.asarray(x, self.dtype), []
     for index, layer in enumerate(self.layers):
       if index > 0:
         outputs = self.dropout(outputs, deterministic=deterministic)
-      outputs, final = layer(outputs, lengths, initial_state[index])
+      outputs, final = layer(outputs, valid_lens=lengths, initial_state=initial_state[index])
       finals.append(final)
     return outputs, tuple(finals)
 

@@ -272,8 +272,8 @@ class BahdanauDecoder(_AttentionDecoder):
 
   def _step(self, state: BahdanauState, embed_gates, deterministic):
     query = state.lstm[-1].h.astype(self.dtype)[:, None, :]  # (N, 1, H)
-    context, weights = self.attention(query, state.enc_keys, state.enc_outputs, state.src_lens,
-                                      deterministic=deterministic,
+    context, weights = self.attention(query, state.enc_keys, state.enc_outputs,
+                                      valid_lens=state.src_lens, deterministic=deterministic,
                                       keys_projected=True)  # (N, 1, E), (N, 1, S)
     gates = embed_gates + self.context_gates(context[:, 0])  # (N, 4H)
     top, lstm_state = self.lstm.step_gates(state.lstm, gates, deterministic=deterministic)
@@ -316,7 +316,7 @@ class LuongDecoder(_AttentionDecoder):
     top, lstm_state = self.lstm.step_gates(state.lstm, gates, deterministic=deterministic)
     top = self.dropout(top, deterministic=deterministic)  # (N, H)
     context, weights = self.attention(top[:, None, :], state.memory, state.memory,
-                                      state.src_lens)  # (N, 1, H), (N, 1, S)
+                                      valid_lens=state.src_lens)  # (N, 1, H), (N, 1, S)
     vector = self.output_proj(jnp.concatenate([context[:, 0], top], axis=-1))  # (N, H)
     if self.output_activation is not None:
       vector = self.output_activation(vector)
@@ -427,30 +427,34 @@ class RecurrentEncoder(_Sizes):
   bidirectional: bool = False
 
   @nn.compact
-  def __call__(self, src: jax.Array, src_lens: jax.Array | None = None, *,
+  def __call__(self, src: jax.Array, *, valid_lens: jax.Array | None = None,
+               mask: jax.Array | None = None,
                deterministic: bool = True) -> tuple[jax.Array, tuple[LSTMState, ...]]:
     """Encodes padded source tokens.
 
     Args:
-      src: int (B, S).
-      src_lens: int (B,), real tokens per row; None when all S are real.
+      src: int (*batch, S), any leading batch shape, none included.
+      valid_lens: int (*batch,), real tokens per row; None when all S are real.
+      mask: bool broadcastable to (*batch, S), True at real tokens, each row a prefix; given with
+        valid_lens, a token is real iff both say so (as zoo.LSTM).
       deterministic: disables dropout.
 
     Returns:
-      outputs (B, S, W) (zero at padded positions) and the final state, a tuple of num_layers
-      LSTMState(h (B, W), c (B, W)), with W = H (2H when bidirectional).
+      outputs (*batch, S, W) (zero at padded positions) and the final state, a tuple of
+      num_layers LSTMState(h (*batch, W), c (*batch, W)), with W = H (2H when bidirectional).
     """
-    _check_tokens(src, 2, "src")
-    embedded = self._embedding(name="embedding")(src)  # (B, S, embed_dim)
+    checks.min_rank(src, 1, "src")
+    checks.integer(src, "src")
+    embedded = self._embedding(name="embedding")(src)  # (*batch, S, embed_dim)
     lstm = self._lstm(self.bidirectional, name="lstm")
-    return lstm(embedded, src_lens, deterministic=deterministic)
+    return lstm(embedded, valid_lens=valid_lens, mask=mask, deterministic=deterministic)
 
 
 class Seq2Seq(nn.Module):
   """An encoder and an attention decoder; thin glue that also exposes the decoding step.
 
   Attributes:
-    encoder: maps (src (B, S), src_lens (B,), deterministic=...) to (outputs, final state), e.g.
+    encoder: maps (src (B, S), valid_lens=src_lens (B,), deterministic=...) to (outputs, final state), e.g.
       RecurrentEncoder.
     decoder: BahdanauDecoder or LuongDecoder (or anything with their methods).
     encode_padding: run the encoder over every position of src, padding included, as d2l's
@@ -464,7 +468,7 @@ class Seq2Seq(nn.Module):
 
   def encode(self, src: jax.Array, src_lens: jax.Array, *, deterministic: bool = True):
     """src int (B, S), src_lens int (B,) -> (enc_outputs (B, S, E), final state)."""
-    return self.encoder(src, None if self.encode_padding else src_lens,
+    return self.encoder(src, valid_lens=None if self.encode_padding else src_lens,
                         deterministic=deterministic)
 
   def __call__(self, src: jax.Array, src_lens: jax.Array, tokens: jax.Array, *,

@@ -91,7 +91,7 @@ def test_cudnn_wrapper_equals_the_scan_lstm(monkeypatch, bidirectional):
                   for i in range(LAYERS))
 
   def loss(module, p):
-    outputs, finals = module.apply({"params": p}, x, LENGTHS, initial_state=initial)
+    outputs, finals = module.apply({"params": p}, x, valid_lens=LENGTHS, initial_state=initial)
     return jnp.sum(outputs ** 2) + sum(jnp.sum(s.h * s.c) for s in finals), (outputs, finals)
 
   (want_loss, (want_out, want_finals)), want_grads = jax.jit(jax.value_and_grad(
@@ -174,7 +174,7 @@ def _dot_generals(jaxpr) -> tuple[int, list[int]]:
 
 def test_lstm_input_projection_is_hoisted_out_of_the_scan():
   model, params, x = _lstm(True)
-  jaxpr = jax.make_jaxpr(lambda p: model.apply({"params": p}, x, LENGTHS))(params).jaxpr
+  jaxpr = jax.make_jaxpr(lambda p: model.apply({"params": p}, x, valid_lens=LENGTHS))(params).jaxpr
   outside, scans = _dot_generals(jaxpr)
   # One input projection per layer (both directions, all steps) before its scan; inside each scan
   # only the recurrent product h W_hh (both directions in one batched dot).
