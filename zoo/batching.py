@@ -15,6 +15,7 @@ A per-example argument (lengths, masks) is folded with the same leading axes: le
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import jax
@@ -46,7 +47,7 @@ def same_leading(x, name: str, core_rank: int, lead: Shape, lead_name: str) -> N
 def fold(x: jax.Array, lead: Shape) -> jax.Array:
   """(*lead, *core) -> (B, *core) with B = prod(lead) (1 when lead is ())."""
   x = jnp.asarray(x)
-  return x.reshape((-1,) + x.shape[len(lead):])
+  return x.reshape((math.prod(lead),) + x.shape[len(lead):])  # not -1: an axis may be empty
 
 
 def unfold(tree, lead: Shape):
