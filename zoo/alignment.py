@@ -93,12 +93,13 @@ class SoftAlignment(nn.Module):
   Attributes:
     score: one of zoo.SCORE_NAMES; 'dot' (the default) is e_ij = a_i . b_j, as in both papers.
     score_features: the hidden size of the 'additive' and 'concat' scores (None: D).
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default) computes in the promoted type of the
+      inputs and parameters (flax's rule). The softmax runs in float32 whatever the dtype.
     param_dtype: the dtype the score parameters are stored in.
   """
   score: str = "dot"
   score_features: int | None = None
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
 
   @nn.compact
@@ -147,12 +148,14 @@ class SoftAlignment(nn.Module):
                                 param_dtype=self.param_dtype, name="scorer")
     if scoring.score_class(self.score).requires_equal_widths:
       checks.equal_dim(a, "a", 2, b, "b", 2)
-    scores = scorer(jnp.asarray(a, self.dtype), jnp.asarray(b, self.dtype))  # (B, La, Lb)
+    scores = scorer(*nn.dtypes.promote_dtype(a, b, dtype=self.dtype))  # (B, La, Lb)
+    a_values, b_values, _ = nn.dtypes.promote_dtype(a_values, b_values, scores,
+                                                    dtype=self.dtype)
     align = lambda s, av, bv, al, bl, m: soft_align(s, av, bv, al, bl, mask=m)
     mask_axis = None if mask is None or mask.shape[0] == 1 else 0
     mask = None if mask is None else (mask[0] if mask_axis is None else mask)
     aligned = jax.vmap(align, in_axes=(0, 0, 0, 0, 0, mask_axis))(
-        scores, jnp.asarray(a_values, self.dtype), jnp.asarray(b_values, self.dtype), a_len,
+        scores, a_values, b_values, a_len,
         b_len, mask)
     return batching.unfold(aligned, lead)
 

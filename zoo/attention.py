@@ -31,13 +31,14 @@ class Attention(nn.Module):
       uses the key width Dk. Must be None for the other scores.
     dropout_rate: dropout on the attention weights (applied only when `deterministic=False`, which
       then needs a 'dropout' rng).
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default) computes in the promoted type of the
+      inputs and parameters (flax's rule). The softmax runs in float32 whatever the dtype.
     param_dtype: the dtype the score parameters are stored in.
   """
   score: str = "scaled_dot"
   score_features: int | None = None
   dropout_rate: float = 0.0
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
 
   def setup(self):
@@ -45,7 +46,7 @@ class Attention(nn.Module):
                                      param_dtype=self.param_dtype)
 
   def project_keys(self, keys: jax.Array) -> jax.Array:
-    """The additive score's W_k keys, (*batch, K, Dk) -> (*batch, K, A), to pass with keys_projected=True.
+    """The additive score's W_k keys, (*batch, K, Dk) -> (*batch, K, A), for keys_projected=True.
 
     A decoder that attends to the same keys at every step projects them once, before its loop
     (zoo.BahdanauDecoder); only the 'additive' score has a key projection.
@@ -109,5 +110,6 @@ class Attention(nn.Module):
       scores = self.scorer(queries, keys)  # (B, Q, K)
     weights = masking.softmax_where(scores, mask)  # (B, Q, K), float32 softmax, cast to dtype
     dropped = nn.Dropout(rate=self.dropout_rate)(weights, deterministic=deterministic)
-    context = jnp.einsum("bqk,bkv->bqv", dropped, jnp.asarray(values, self.dtype))  # (B, Q, Dv)
+    dropped, values = nn.dtypes.promote_dtype(dropped, values, dtype=self.dtype)
+    context = jnp.einsum("bqk,bkv->bqv", dropped, values)  # (B, Q, Dv)
     return batching.unfold((context, weights), lead)

@@ -161,7 +161,9 @@ class MultiHeadAttention(nn.Module):
     dropout_rate: dropout on the attention weights (active with deterministic=False; it needs a
       'dropout' rng).
     use_bias: whether the four projections have biases.
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default) computes in the promoted type of the
+      inputs and parameters, as flax's MHA. The softmax runs in float32 whatever the dtype (flax's
+      force_fp32_for_softmax), its weights cast back to the scores' dtype.
     implementation: 'auto' (the default: per call, 'fused' on a GPU where it applies, 'vmap'
       otherwise, so always 'vmap' on the CPU), 'vmap' (the explicit per-head function) or
       'fused' (jax.nn.dot_product_attention, cuDNN on a GPU where it applies; only for
@@ -182,7 +184,7 @@ class MultiHeadAttention(nn.Module):
   score: str = "scaled_dot"
   dropout_rate: float = 0.0
   use_bias: bool = True
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   implementation: str = "auto"
   num_kv_heads: int | None = None
   score_features: int | None = None
@@ -262,7 +264,7 @@ class MultiHeadAttention(nn.Module):
     keep = None
     if dropout:
       kept = jax.random.bernoulli(self.make_rng("dropout"), 1.0 - self.dropout_rate, full)
-      keep = kept.astype(self.dtype) / jnp.asarray(1.0 - self.dropout_rate, self.dtype)
+      keep = kept.astype(query.dtype) / jnp.asarray(1.0 - self.dropout_rate, query.dtype)
     grouped = group_size > 1
     if grouped:
       # Query head h uses kv head h // G; splitting the head axis is a reshape, not a copy.

@@ -98,7 +98,8 @@ class AttentionPooling(nn.Module):
     score: one of zoo.SCORE_NAMES.
     features: the hidden size A of the 'additive' and 'concat' scores; None uses D. Must be None
       for the other scores.
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default) computes in the promoted type of the
+      inputs and parameters (flax's rule). The softmax runs in float32 whatever the dtype.
     param_dtype: the dtype parameters are stored in.
     query_init: initializer of the query, stored as 'query' with shape (1, D); None (the default)
       draws it from a normal distribution with standard deviation 1 / sqrt(D), so x . q starts with
@@ -108,7 +109,7 @@ class AttentionPooling(nn.Module):
   """
   score: str = "additive"
   features: int | None = None
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
   query_init: Callable[..., jax.Array] | None = None
   kernel_init: Callable[..., jax.Array] | None = None
@@ -143,7 +144,8 @@ class AttentionPooling(nn.Module):
     kernel_init = {} if self.kernel_init is None else {"kernel_init": self.kernel_init}
     scorer = scoring.make_score(self.score, features=self.features, dtype=self.dtype,
                                 param_dtype=self.param_dtype, name="scorer", **kernel_init)
-    x = jnp.asarray(x, self.dtype)
-    scores = scorer(jnp.asarray(query, self.dtype), x)[:, 0, :]  # query broadcasts: (B, 1, L)
-    weights = masking.softmax_where(scores, mask)  # (B, L)
-    return batching.unfold((jnp.einsum("bl,bld->bd", weights, x), weights), lead)
+    query, x = nn.dtypes.promote_dtype(query, x, dtype=self.dtype)
+    scores = scorer(query, x)[:, 0, :]  # query broadcasts: (B, 1, L)
+    weights = masking.softmax_where(scores, mask)  # (B, L), float32 softmax in the scores' dtype
+    pooling, x = nn.dtypes.promote_dtype(weights, x, dtype=self.dtype)
+    return batching.unfold((jnp.einsum("bl,bld->bd", pooling, x), weights), lead)

@@ -189,13 +189,14 @@ class LSTMLayer(nn.Module):
   Attributes:
     hidden_size: H, the state width of one direction.
     bidirectional: also run a backward direction (starting at each sequence's last real token).
-    dtype: the dtype of the matmuls and the outputs.
+    dtype: the dtype of the matmuls and the outputs; None (the default): the promoted type of the
+      inputs and parameters (flax's rule). Gates and states are float32 whatever the dtype.
     param_dtype: the dtype parameters are stored in.
     initializers: the initializers of W_ih, W_hh and b (`LSTMInit`).
   """
   hidden_size: int
   bidirectional: bool = False
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
   initializers: LSTMInit = LSTMInit()
 
@@ -228,7 +229,8 @@ class LSTMLayer(nn.Module):
     if self.bidirectional:
       raise ValueError("step: a bidirectional layer cannot run one step at a time "
                        "(its backward direction needs the whole sequence)")
-    return lstm_step(self.hidden_kernel[0], state, input_gates, self.dtype)
+    dtype = nn.dtypes.canonicalize_dtype(input_gates, self.hidden_kernel, dtype=self.dtype)
+    return lstm_step(self.hidden_kernel[0], state, input_gates, dtype)
 
   def __call__(self, x: jax.Array, *, valid_lens: jax.Array | None = None,
                mask: jax.Array | None = None,
@@ -261,6 +263,7 @@ class LSTMLayer(nn.Module):
     """`__call__` on folded inputs: x (B, L, D), lengths int (B,) or None."""
     batch, steps = x.shape[0], x.shape[1]
     n, hidden = self.num_directions, self.hidden_size
+    dtype = nn.dtypes.canonicalize_dtype(x, self.hidden_kernel, dtype=self.dtype)
     gates = self.input_gates(x)  # (B, L, n, 4H): one matmul for all steps and directions
     if self.bidirectional:
       gates = jnp.stack([gates[:, :, 0], reverse_valid(gates[:, :, 1], lengths)], axis=2)
@@ -271,7 +274,7 @@ class LSTMLayer(nn.Module):
       initial_state = _check_state(initial_state, "initial_state", batch, n * hidden)
       init = LSTMState(*(directions_first(jnp.asarray(s, jnp.float32), n) for s in initial_state))
     outputs, final = _scan_directions(self.hidden_kernel, gates.transpose(1, 2, 0, 3), init, mask,
-                                      self.dtype)
+                                      dtype)
     outputs = outputs.transpose(2, 0, 1, 3)  # (B, L, n, H)
     if self.bidirectional:
       outputs = jnp.stack([outputs[:, :, 0], reverse_valid(outputs[:, :, 1], lengths)], axis=2)
@@ -334,7 +337,8 @@ class LSTM(nn.Module):
     dropout_rate: dropout on the outputs of every layer but the last (needs a 'dropout' rng when
       not deterministic).
     bidirectional: run a backward direction in every layer (outputs and states become 2H wide).
-    dtype: the dtype of the matmuls and the outputs.
+    dtype: the dtype of the matmuls and the outputs; None (the default): the promoted type of the
+      inputs and parameters (flax's rule). Gates and states are float32 whatever the dtype.
     param_dtype: the dtype parameters are stored in.
     initializers: the initializers of W_ih, W_hh and b of every layer (`LSTMInit`).
   """
@@ -342,7 +346,7 @@ class LSTM(nn.Module):
   num_layers: int = 1
   dropout_rate: float = 0.0
   bidirectional: bool = False
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
   initializers: LSTMInit = LSTMInit()
 
@@ -432,10 +436,15 @@ class LSTM(nn.Module):
     new_state, gates = [], input_gates
     for index, layer in enumerate(self.layers):
       if index > 0:
-        below = self.dropout(new_state[-1].h.astype(self.dtype), deterministic=deterministic)
+        below = self.dropout(new_state[-1].h.astype(self._out_dtype(input_gates)),
+                             deterministic=deterministic)
         gates = layer.input_gates(below)[..., 0, :]
       new_state.append(layer.step(state[index], gates))
-    return new_state[-1].h.astype(self.dtype), tuple(new_state)
+    return new_state[-1].h.astype(self._out_dtype(input_gates)), tuple(new_state)
+
+  def _out_dtype(self, input_gates: jax.Array) -> Dtype:
+    """`dtype`, or (None) the input gates' dtype, the promoted type of the inputs and W_ih."""
+    return input_gates.dtype if self.dtype is None else self.dtype
 
   def step(self, state: Sequence[LSTMState], x: jax.Array, *,
            deterministic: bool = True) -> tuple[jax.Array, tuple[LSTMState, ...]]:

@@ -25,10 +25,11 @@ class SimpleSelfAttention(nn.Module):
   Attributes:
     scale: if True, divide the scores by s = sqrt(D) (the scaled dot product, which keeps the
       softmax from saturating for wide inputs); False (the default) uses s = 1, the plain formula.
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default): the promoted type of the inputs and
+      parameters (flax's rule); the softmax runs in float32.
   """
   scale: bool = False
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
 
   @nn.compact
   def __call__(self, x: jax.Array, *, valid_lens: jax.Array | None = None,
@@ -66,7 +67,8 @@ class SelfAttention(nn.Module):
     score_features: hidden size of the 'additive' and 'concat' scores; None uses F.
     dropout_rate: dropout on the attention weights when `deterministic=False`.
     use_bias: whether the projections have biases (False by default, as in nndl's formulas).
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default): the promoted type of the inputs and
+      parameters (flax's rule); the softmax runs in float32.
     param_dtype: the dtype parameters are stored in.
     kernel_init: initializer of the projection kernels.
   """
@@ -75,7 +77,7 @@ class SelfAttention(nn.Module):
   score_features: int | None = None
   dropout_rate: float = 0.0
   use_bias: bool = False
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
   kernel_init: Callable[..., jax.Array] = nn.initializers.lecun_normal()
 

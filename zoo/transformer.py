@@ -45,14 +45,15 @@ class PositionwiseFFN(nn.Module):
     dropout_rate: dropout after the activation (Paddle's act_dropout).
     activation: the nonlinearity (ReLU by default).
     out_features: the output width; default the input width D.
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default): the promoted type of the inputs and
+      parameters (flax's Dense).
     param_dtype: the dtype parameters are stored in.
   """
   hidden: int
   dropout_rate: float = 0.0
   activation: Callable[[jax.Array], jax.Array] = nn.relu
   out_features: int | None = None
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
 
   @nn.compact
@@ -119,7 +120,9 @@ class _Sublayers(nn.Module):
     num_kv_heads: key/value heads of the self-attention and cross-attention (grouped-query).
     implementation: 'auto' (the default), 'vmap' or 'fused' (see MultiHeadAttention).
     layer_norm_epsilon: LayerNorm's epsilon (1e-5, as PyTorch and Paddle).
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation and of the residual stream; None (the default): the
+      promoted type of the inputs and param_dtype (flax's rule). LayerNorm statistics and the
+      attention softmax are computed in float32 whatever the dtype.
     param_dtype: the dtype parameters are stored in.
   """
   _: dataclasses.KW_ONLY
@@ -133,13 +136,17 @@ class _Sublayers(nn.Module):
   num_kv_heads: int | None = None
   implementation: str = "auto"
   layer_norm_epsilon: float = 1e-5
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
 
   def _sublayer_fields(self) -> dict[str, Any]:
     """The shared hyperparameters, to build blocks with."""
     return {f.name: getattr(self, f.name) for f in dataclasses.fields(_Sublayers)
             if f.name not in ("parent", "name")}
+
+  def _stream_dtype(self, x: jax.Array) -> Dtype:
+    """The residual stream's dtype: `dtype`, or (None) the promoted type of x and param_dtype."""
+    return self.dtype if self.dtype is not None else jnp.promote_types(x.dtype, self.param_dtype)
 
   def _layer_norm(self, name: str) -> nn.LayerNorm:
     return nn.LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype,
@@ -211,7 +218,7 @@ class EncoderBlock(_Sublayers):
     lead = _block_lead(x)
     length = x.shape[-2]
     mask = padding_mask(valid_lens, mask, lead, self.num_heads, length, length)
-    x = jnp.asarray(batching.fold(x, lead), self.dtype)  # the residual stream is in `dtype`
+    x = jnp.asarray(batching.fold(x, lead), self._stream_dtype(x))  # the residual stream
     attend = lambda h: self._attention("self_attention", h, None, mask, deterministic)
     x = self._residual("self_attention", x, attend, deterministic)
     x = self._residual("ffn", x, lambda h: self._ffn(h, deterministic), deterministic)
@@ -260,7 +267,7 @@ class DecoderBlock(_Sublayers):
     if not decode:  # when decoding, the keys are the whole cache (checked by MultiHeadAttention)
       self_mask = batching.fold_mask(self_mask, lead, (self.num_heads, length, length),
                                      "self_mask", "the scores (*batch, H, T, T) =")
-    x = jnp.asarray(batching.fold(x, lead), self.dtype)  # the residual stream is in `dtype`
+    x = jnp.asarray(batching.fold(x, lead), self._stream_dtype(x))  # the residual stream
     enc_outputs = batching.fold(enc_outputs, lead)
     attend_self = lambda h: self._attention("self_attention", h, None, self_mask, deterministic,
                                             decode)
@@ -389,7 +396,8 @@ class Transformer(_Sublayers):
     """tokens int (B, L) -> (B, L, D): embedding * sqrt(D) + position encoding, dropout."""
     checks.rank(tokens, 2, name)
     checks.integer(tokens, name)
-    x = table(tokens) * jnp.asarray(math.sqrt(self.model_dim), self.dtype)  # (B, L, D)
+    x = table(tokens)  # (B, L, D)
+    x = x * jnp.asarray(math.sqrt(self.model_dim), x.dtype)
     return self.positions(x, offset=offset, deterministic=deterministic)
 
   def _logits(self, hidden: jax.Array) -> jax.Array:
@@ -492,7 +500,7 @@ class Transformer(_Sublayers):
     if src_valid_lens is None:
       src_valid_lens = jnp.full((batch,), src_len, jnp.int32)
     decoder = self.decoder.clone(parent=None)
-    targets = jax.ShapeDtypeStruct((batch, max_len, self.model_dim), self.dtype)
+    targets = jax.ShapeDtypeStruct((batch, max_len, self.model_dim), enc_outputs.dtype)
     shapes = jax.eval_shape(  # the cache the decoder creates for inputs of length max_len
         lambda x, enc: decoder.init(jax.random.key(0), x, enc, decode=True)["cache"],
         targets, enc_outputs)

@@ -195,3 +195,45 @@ def test_a_mask_shared_by_the_batch_axes_is_not_copied_per_example():
   with pytest.raises(ValueError, match=r"mask with shape \(4, 7, 7\) does not broadcast to the "
                                        r"scores \(\*batch, Q, K\) = \(2, 3, 7, 7\)"):
     module.apply({}, x, mask=jnp.ones((4, K, K), bool))
+
+
+# bfloat16 against float32, relative to the largest output: bfloat16 keeps 8 significant bits, so
+# each rounding is within 2^-8 = 0.4%; a few layers of matmuls stay within this.
+BFLOAT16_TOLERANCE = 0.05
+RECURRENT = {"LSTMLayer", "LSTM", "BiLSTM", "FastLSTM", "RecurrentEncoder"}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_dtype_none_follows_the_inputs_and_parameters(name):
+  """flax's rule: dtype=None computes in the promoted type of inputs and parameters, so bfloat16
+  inputs and parameters give bfloat16 outputs, close to the float32 ones (softmax and LayerNorm
+  statistics run in float32); float32 inputs and parameters give float32."""
+  case = CASES[name]
+  assert case.module.dtype is None
+  has_parameters = "param_dtype" in {f.name for f in dataclasses.fields(case.module)}
+  half = case.module.clone(param_dtype=jnp.bfloat16) if has_parameters else case.module
+  variables = random_variables(case.module, *case.inputs, seed=4)
+  rounded = jax.tree.map(lambda a: a.astype(jnp.bfloat16).astype(jnp.float32), variables)
+  to_half = lambda tree: jax.tree.map(
+      lambda a: a.astype(jnp.bfloat16) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
+  lengths = case.lengths(LENS)
+
+  @jax.jit
+  def run(v32, v16):
+    full = case.module.apply(v32, *jax.tree.map(lambda a: to_half(a).astype(a.dtype)
+                                                if jnp.issubdtype(a.dtype, jnp.floating) else a,
+                                                case.inputs), valid_lens=lengths)
+    return full, half.apply(v16, *to_half(case.inputs), valid_lens=lengths)
+
+  full, halved = run(rounded, to_half(variables))
+  halved, full = jax.tree.leaves(halved), jax.tree.leaves(full)
+  # A recurrent encoder's states (every leaf after its outputs) are float32 whatever the dtype
+  # (documented); everything else follows the dtype.
+  states = len(halved) - 1 if name in RECURRENT else 0
+  want_dtypes = [jnp.bfloat16] * (len(halved) - states) + [jnp.float32] * states
+  assert [a.dtype for a in halved] == want_dtypes
+  for got, want in zip(halved, full):
+    assert want.dtype == jnp.float32
+    scale = max(float(jnp.max(jnp.abs(want))), 1e-3)
+    np.testing.assert_allclose(np.asarray(got, np.float32), want,
+                               atol=BFLOAT16_TOLERANCE * scale)
