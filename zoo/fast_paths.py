@@ -353,9 +353,12 @@ class FastLSTM(recurrent.LSTM):
       raise ValueError(f"implementation: unknown {self.implementation!r}; known are "
                        f"{', '.join(LSTM_IMPLEMENTATIONS)}")
     dropout = self.dropout_rate > 0.0 and not deterministic and self.num_layers > 1
+    # dtype=None: the promoted type of the inputs and the parameters (flax's rule).
+    dtype = self.dtype if self.dtype is not None else jnp.promote_types(jnp.result_type(x),
+                                                                        self.param_dtype)
     chosen = self.implementation
     if chosen == "auto":
-      chosen = lstm_implementation(dtype=self.dtype, dropout=dropout)
+      chosen = lstm_implementation(dtype=dtype, dropout=dropout)
     if chosen == "scan" or self.is_initializing():
       return super().__call__(x, valid_lens=valid_lens, mask=mask, initial_state=initial_state,
                               deterministic=deterministic)
@@ -367,7 +370,7 @@ class FastLSTM(recurrent.LSTM):
     initial_state = None if initial_state is None else self._folded_states(initial_state, lead)
     outputs, finals = cudnn_lstm(self.variables["params"], batching.fold(x, lead), lengths,
                                  initial_state=initial_state)
-    return batching.unfold((outputs.astype(self.dtype), finals), lead)
+    return batching.unfold((outputs.astype(dtype), finals), lead)
 
 
 def lstm_parameter_count(input_size: int, hidden_size: int, num_layers: int,

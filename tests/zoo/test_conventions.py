@@ -207,7 +207,8 @@ RECURRENT = {"LSTMLayer", "LSTM", "BiLSTM", "FastLSTM", "RecurrentEncoder"}
 def test_dtype_none_follows_the_inputs_and_parameters(name):
   """flax's rule: dtype=None computes in the promoted type of inputs and parameters, so bfloat16
   inputs and parameters give bfloat16 outputs, close to the float32 ones (softmax and LayerNorm
-  statistics run in float32); float32 inputs and parameters give float32."""
+  statistics run in float32); float32 inputs and parameters give float32, bit for bit what an
+  explicit dtype=float32 gives."""
   case = CASES[name]
   assert case.module.dtype is None
   has_parameters = "param_dtype" in {f.name for f in dataclasses.fields(case.module)}
@@ -218,14 +219,17 @@ def test_dtype_none_follows_the_inputs_and_parameters(name):
       lambda a: a.astype(jnp.bfloat16) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
   lengths = case.lengths(LENS)
 
+  explicit = case.module.clone(dtype=jnp.float32)  # what the experiments' configs pass
+
   @jax.jit
   def run(v32, v16):
-    full = case.module.apply(v32, *jax.tree.map(lambda a: to_half(a).astype(a.dtype)
-                                                if jnp.issubdtype(a.dtype, jnp.floating) else a,
-                                                case.inputs), valid_lens=lengths)
-    return full, half.apply(v16, *to_half(case.inputs), valid_lens=lengths)
+    inputs = jax.tree.map(lambda a: to_half(a).astype(a.dtype), case.inputs)
+    full = case.module.apply(v32, *inputs, valid_lens=lengths)
+    return (full, half.apply(v16, *to_half(case.inputs), valid_lens=lengths),
+            explicit.apply(v32, *inputs, valid_lens=lengths))
 
-  full, halved = run(rounded, to_half(variables))
+  full, halved, float32 = run(rounded, to_half(variables))
+  chex.assert_trees_all_equal(full, float32)  # float32 results unchanged to the bit
   halved, full = jax.tree.leaves(halved), jax.tree.leaves(full)
   # A recurrent encoder's states (every leaf after its outputs) are float32 whatever the dtype
   # (documented); everything else follows the dtype.
