@@ -39,7 +39,7 @@ def check_lstm(bidirectional: bool) -> list[tuple[str, float, float]]:
     outputs, finals = run(p)
     return jnp.sum(outputs ** 2) + sum(jnp.sum(s.h * s.c) for s in finals), (outputs, finals)
 
-  scan = lambda p: model.apply({"params": p}, x, lengths)
+  scan = lambda p: model.apply({"params": p}, x, valid_lens=lengths)
   cudnn = lambda p: fast_paths.cudnn_lstm(p, x, lengths, precision="highest")
   results = []
   # The scan's matmuls at default precision are TF32 on an A100/H100/H200 (relative error ~5e-4,

@@ -81,9 +81,9 @@ class BiLSTMAttentionClassifier(nn.Module):
     outputs, _ = fast_paths.FastLSTM(self.hidden_size, num_layers=self.num_layers,
                                      bidirectional=True, dtype=self.dtype,
                                      implementation=self.lstm_implementation,
-                                     name="lstm")(x, lengths)  # (B, L, 2H)
+                                     name="lstm")(x, valid_lens=lengths)  # (B, L, 2H)
     context, _ = zoo.AttentionPooling(score="additive", dtype=self.dtype,
-                                      name="pool")(outputs, lengths)  # (B, 2H)
+                                      name="pool")(outputs, valid_lens=lengths)  # (B, 2H)
     return nn.Dense(2, dtype=jnp.float32, name="out")(context)  # (B, 2)
 
 

@@ -3,10 +3,16 @@
 Shape letters: B batch, L length, Q queries, K keys/values, D width, H heads, Dh head width,
 V vocab.
 Masks are boolean, True = may attend; a row with nothing to attend to gets zero weights, never NaN.
+Every module whose inputs can be padded takes keyword-only `valid_lens=` and `mask=` (both given:
+their AND, zoo.masking.key_mask) and any leading batch shape, none included (zoo.batching);
+`dtype=None` computes in the promoted type of inputs and parameters, as flax does, with softmaxes
+and LayerNorm statistics in float32.
 Each module's docstring has its math; everything below is importable from `zoo` directly.
 
   masking         sequence_mask, masked_softmax (d2l's semantics), softmax_where, causal_mask,
-                  key_padding_mask, lengths_to_mask, combine_masks
+                  key_padding_mask, lengths_to_mask, combine_masks; key_mask and prefix_lengths,
+                  the one rule for valid_lens= and mask= (import zoo.masking)
+  batching        any leading batch shape: fold (*batch, ...) into (B, ...) and back
   scoring         scores of one example, (Q, Dq) x (K, Dk) -> (Q, K): dot_score, scaled_dot_score,
                   additive_score(_projected), bilinear_score, concat_score,
                   concat_linear_score; the modules holding their parameters, DotScore ...

@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from zoo import batching
 from zoo import checks
 from zoo import recurrent
 
@@ -344,26 +345,34 @@ class FastLSTM(recurrent.LSTM):
   """
   implementation: str = "auto"
 
-  def __call__(self, x: jax.Array, lengths: jax.Array | None = None, *,
+  def __call__(self, x: jax.Array, *, valid_lens: jax.Array | None = None,
+               mask: jax.Array | None = None,
                initial_state: Sequence[recurrent.LSTMState] | None = None,
                deterministic: bool = True) -> tuple[jax.Array, tuple[recurrent.LSTMState, ...]]:
-    """As zoo.LSTM.__call__."""
+    """As zoo.LSTM.__call__ (valid_lens and mask, any leading batch shape)."""
     if self.implementation not in LSTM_IMPLEMENTATIONS:
       raise ValueError(f"implementation: unknown {self.implementation!r}; known are "
                        f"{', '.join(LSTM_IMPLEMENTATIONS)}")
     dropout = self.dropout_rate > 0.0 and not deterministic and self.num_layers > 1
+    # dtype=None: the promoted type of the inputs and the parameters (flax's rule).
+    dtype = self.dtype if self.dtype is not None else jnp.promote_types(jnp.result_type(x),
+                                                                        self.param_dtype)
     chosen = self.implementation
     if chosen == "auto":
-      chosen = lstm_implementation(dtype=self.dtype, dropout=dropout)
+      chosen = lstm_implementation(dtype=dtype, dropout=dropout)
     if chosen == "scan" or self.is_initializing():
-      return super().__call__(x, lengths, initial_state=initial_state,
+      return super().__call__(x, valid_lens=valid_lens, mask=mask, initial_state=initial_state,
                               deterministic=deterministic)
     if dropout:
       raise ValueError("implementation='cudnn': dropout between layers is not supported; use "
                        "deterministic=True or implementation='scan'")
-    outputs, finals = cudnn_lstm(self.variables["params"], x, lengths,
-                                 initial_state=initial_state)
-    return outputs.astype(self.dtype), finals
+    lead = batching.leading_shape(x, 2, "x")
+    lengths = recurrent.fold_lengths(valid_lens, mask, lead, x.shape[-2])
+    states = None if initial_state is None else cast(  # given: every layer's state, checked
+        tuple[recurrent.LSTMState, ...], self._folded_states(initial_state, lead))
+    outputs, finals = cudnn_lstm(self.variables["params"], batching.fold(x, lead), lengths,
+                                 initial_state=states)
+    return batching.unfold((outputs.astype(dtype), finals), lead)
 
 
 def lstm_parameter_count(input_size: int, hidden_size: int, num_layers: int,

@@ -3,6 +3,10 @@
 Conventions used throughout the zoo:
   * A mask is boolean and True means "may attend".
   * Masks are built once at the top of a model (from `valid_lens` or token ids) and passed down.
+  * Every module whose inputs can be padded takes the same two keyword-only arguments, combined by
+    one rule (`key_mask`): `valid_lens=` (int lengths: key j of a row may be attended iff
+    j < its length) and `mask=` (bool, True = may attend); given both, a key may be attended iff
+    both allow it (the AND of `mask` and the mask the lengths make). Neither: attend everywhere.
   * Masked scores are filled with the most negative finite float32 (`jnp.finfo(jnp.float32).min`),
     never a literal such as -1e6, the softmax runs in float32, and the weights are cast back to the
     dtype of the scores. A row with nothing to attend to gets all-zero weights, never NaN, in every
@@ -167,3 +171,64 @@ def masked_softmax(scores: jax.Array, valid_lens: jax.Array | None = None) -> ja
   rows_desc = "the score rows scores.shape[:-1]"
   return softmax_where(scores, valid_lens_mask(valid_lens, scores.shape[:-1], scores.shape[-1],
                                                rows_desc=rows_desc))
+
+
+def key_mask(valid_lens: jax.Array | None, mask: jax.Array | None,
+             scores_shape: tuple[int, ...], *, heads: bool = False) -> jax.Array | None:
+  """The zoo's one rule for `valid_lens=` and `mask=`: the AND of `mask` and the lengths' mask.
+
+  Args:
+    valid_lens: None, or int lengths whose shape is a prefix of the score rows (B,) or (B, Q)
+      (without the head axis): key j of a row may be attended iff j < the row's length.
+    mask: None, or bool broadcastable to `scores_shape`, True = may attend.
+    scores_shape: the scores' shape, (B, ..., K), or (B, H, Q, K) with `heads`.
+    heads: whether axis 1 of the scores is the head axis (the lengths are shared by the heads).
+
+  Returns:
+    bool broadcastable to `scores_shape`, True where both allow attending; `mask` when valid_lens
+    is None; None when both are None (attend everywhere).
+  """
+  scores_shape = tuple(scores_shape)
+  if mask is not None:
+    checks.boolean(mask, "mask")
+    checks.broadcastable(mask, "mask", scores_shape, "the scores")
+  if valid_lens is None:
+    return mask
+  rows = scores_shape[:1] + scores_shape[2:-1] if heads else scores_shape[:-1]
+  lens_mask = valid_lens_mask(valid_lens, rows, scores_shape[-1])  # (B, ..., K)
+  if heads:
+    lens_mask = lens_mask[:, None]  # (B, 1, ..., K), shared by the heads
+  return combine_masks(lens_mask, mask)
+
+
+def prefix_lengths(valid_lens: jax.Array | None, mask: jax.Array | None,
+                   num_steps: int) -> jax.Array | None:
+  """`key_mask`'s rule for a recurrent encoder, which reads a prefix of each sequence: lengths.
+
+  Args:
+    valid_lens: None or int (B,), the real steps of each sequence.
+    mask: None or bool (B, L) (or broadcastable to it), True at real steps; each row must be True
+      then False (a prefix; checked when concrete), since a recurrent state runs through the
+      steps in order.
+    num_steps: L.
+
+  Returns:
+    int32 (B,) (or (1,) for a mask shared by the batch), the steps both allow:
+    min(valid_lens, the mask's count of True); None when both are None.
+  """
+  if mask is None:
+    return None if valid_lens is None else jnp.asarray(valid_lens)
+  checks.boolean(mask, "mask")
+  mask = jnp.asarray(mask)
+  if mask.ndim != 2 or mask.shape[-1] != num_steps:
+    raise ValueError(f"mask: expected bool (B, L) with L = {num_steps} (True at real steps), got "
+                     f"shape {mask.shape}")
+  counts = jnp.sum(mask, axis=-1, dtype=jnp.int32)  # (B,)
+  if checks.is_concrete(mask):
+    prefix = jnp.arange(num_steps) < counts[:, None]
+    if not bool(jnp.array_equal(mask, prefix)):
+      raise ValueError("mask: a recurrent encoder reads a prefix of each sequence, so every row "
+                       "of its mask must be True at the first steps and False after them")
+  if valid_lens is None:
+    return counts
+  return jnp.minimum(jnp.asarray(valid_lens), counts)

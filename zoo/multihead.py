@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from zoo import batching
 from zoo import checks
 from zoo import fast_paths
 from zoo import masking
@@ -160,7 +161,9 @@ class MultiHeadAttention(nn.Module):
     dropout_rate: dropout on the attention weights (active with deterministic=False; it needs a
       'dropout' rng).
     use_bias: whether the four projections have biases.
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default) computes in the promoted type of the
+      inputs and parameters, as flax's MHA. The softmax runs in float32 whatever the dtype (flax's
+      force_fp32_for_softmax), its weights cast back to the scores' dtype.
     implementation: 'auto' (the default: per call, 'fused' on a GPU where it applies, 'vmap'
       otherwise, so always 'vmap' on the CPU), 'vmap' (the explicit per-head function) or
       'fused' (jax.nn.dot_product_attention, cuDNN on a GPU where it applies; only for
@@ -181,7 +184,7 @@ class MultiHeadAttention(nn.Module):
   score: str = "scaled_dot"
   dropout_rate: float = 0.0
   use_bias: bool = True
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   implementation: str = "auto"
   num_kv_heads: int | None = None
   score_features: int | None = None
@@ -261,7 +264,7 @@ class MultiHeadAttention(nn.Module):
     keep = None
     if dropout:
       kept = jax.random.bernoulli(self.make_rng("dropout"), 1.0 - self.dropout_rate, full)
-      keep = kept.astype(self.dtype) / jnp.asarray(1.0 - self.dropout_rate, self.dtype)
+      keep = kept.astype(query.dtype) / jnp.asarray(1.0 - self.dropout_rate, query.dtype)
     grouped = group_size > 1
     if grouped:
       # Query head h uses kv head h // G; splitting the head axis is a reshape, not a copy.
@@ -285,18 +288,20 @@ class MultiHeadAttention(nn.Module):
 
   @nn.compact
   def __call__(self, inputs_q: jax.Array, inputs_kv: jax.Array | None = None, *,
-               mask: jax.Array | None = None, valid_lens: jax.Array | None = None,
+               valid_lens: jax.Array | None = None, mask: jax.Array | None = None,
                deterministic: bool = True, return_weights: bool = False,
                decode: bool = False, key_value: tuple[jax.Array, jax.Array] | None = None
                ) -> jax.Array | tuple[jax.Array, jax.Array]:
     """Attends from each query position to the key/value positions.
 
     Args:
-      inputs_q: float (B, Q, D).
-      inputs_kv: float (B, K, Dkv); None for self-attention (inputs_kv = inputs_q).
-      mask: bool broadcastable to (B, H, Q, K), True = may attend (K = max_len when decoding).
-      valid_lens: int (B,) (or (B, Q)): the number of valid keys; later keys are padding. ANDed with
-        `mask`. When decoding it counts positions of the whole cache.
+      inputs_q: float (*batch, Q, D): any leading batch shape, none included (as flax's MHA), except
+        with decode=True or key_value, which take exactly (B, Q, D).
+      inputs_kv: float (*batch, K, Dkv); None for self-attention (inputs_kv = inputs_q).
+      valid_lens: int (*batch,) (or (*batch, Q)): the number of valid keys; later keys are padding.
+        When decoding it counts positions of the whole cache.
+      mask: bool broadcastable to (*batch, H, Q, K), True = may attend (K = max_len when decoding).
+        Given both, a key may be attended iff both allow it (zoo.masking.key_mask).
       deterministic: False applies dropout to the attention weights.
       return_weights: also return the weights (not available with implementation='fused';
         'auto' then runs the vmapped path).
@@ -313,10 +318,24 @@ class MultiHeadAttention(nn.Module):
         cross-attention reads the same encoder outputs at every step projects them once.
 
     Returns:
-      out (B, Q, D_out), and with return_weights=True also weights (B, H, Q, K).
+      out (*batch, Q, D_out), and with return_weights=True also weights (*batch, H, Q, K).
     """
     if inputs_q is _PROJECT_KEY_VALUE:
       return self._project_key_value(cast(jax.Array, inputs_kv))  # checked there
+    lead = tuple(jnp.shape(inputs_q))[:1]  # decoding and key_value take (B, Q, D) only
+    if not decode and key_value is None:  # any leading batch shape: fold it into one axis B
+      lead = batching.leading_shape(inputs_q, 2, "inputs_q")
+      if inputs_kv is not None:
+        batching.same_leading(inputs_kv, "inputs_kv", 2, lead, "inputs_q")
+        num_k = inputs_kv.shape[-2]
+      else:
+        num_k = inputs_q.shape[-2]
+      num_q = inputs_q.shape[-2]
+      valid_lens = batching.fold_lengths(valid_lens, lead, (num_q,), "valid_lens")
+      mask = batching.fold_mask(mask, lead, (self.num_heads, num_q, num_k), "mask",
+                                "the scores (*batch, H, Q, K) =")
+      inputs_q = batching.fold(inputs_q, lead)
+      inputs_kv = None if inputs_kv is None else batching.fold(inputs_kv, lead)
     checks.rank(inputs_q, 3, "inputs_q")
     checks.floating(inputs_q, "inputs_q")
     heads, kv_heads, head_dim = self._check_config(inputs_q.shape[-1])
@@ -356,15 +375,16 @@ class MultiHeadAttention(nn.Module):
       key, value, cache_mask = self._cached(key, value)  # (B, max_len, Hkv, Dh), (1, 1, Q, max_len)
 
     batch, num_q, num_k = query.shape[0], query.shape[1], key.shape[1]
+    scores_shape = (batch, heads, num_q, num_k)
     if mask is not None:
       checks.boolean(mask, "mask")
-      checks.broadcastable(mask, "mask", (batch, heads, num_q, num_k), "the scores (B, H, Q, K) =")
+      checks.broadcastable(mask, "mask", scores_shape, "the scores (B, H, Q, K) =")
     mask = masking.combine_masks(mask, cache_mask)
     lens_mask = None
     if valid_lens is not None:
+      checks.rank(valid_lens, {1, 2}, "valid_lens")
       valid_lens = jnp.asarray(valid_lens)
-      lens_mask = masking.lengths_to_mask(valid_lens, batch, num_q, num_k)  # (B, 1|Q, K)
-      lens_mask = lens_mask[:, None]  # (B, 1, 1|Q, K)
+      lens_mask = masking.key_mask(valid_lens, None, scores_shape, heads=True)  # (B, 1, 1|Q, K)
     if fused:
       out, weights = self._fused(query, key, value, mask, valid_lens, lens_mask), None
     else:
@@ -374,7 +394,7 @@ class MultiHeadAttention(nn.Module):
                           use_bias=self.use_bias, dtype=self.dtype, param_dtype=self.param_dtype,
                           kernel_init=self.kernel_init, bias_init=self.bias_init,
                           name="out")(out)  # (B, Q, D_out)
-    return (out, weights) if return_weights and weights is not None else out
+    return batching.unfold((out, weights) if return_weights else out, lead)
 
   def project_key_value(self, inputs_kv: jax.Array) -> tuple[jax.Array, jax.Array]:
     """This module's key and value projections of float inputs_kv (B, K, Dkv): (key, value), each

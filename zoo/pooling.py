@@ -16,6 +16,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from zoo import batching
 from zoo import checks
 from zoo import masking
 from zoo import scoring
@@ -97,7 +98,8 @@ class AttentionPooling(nn.Module):
     score: one of zoo.SCORE_NAMES.
     features: the hidden size A of the 'additive' and 'concat' scores; None uses D. Must be None
       for the other scores.
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default) computes in the promoted type of the
+      inputs and parameters (flax's rule). The softmax runs in float32 whatever the dtype.
     param_dtype: the dtype parameters are stored in.
     query_init: initializer of the query, stored as 'query' with shape (1, D); None (the default)
       draws it from a normal distribution with standard deviation 1 / sqrt(D), so x . q starts with
@@ -107,33 +109,43 @@ class AttentionPooling(nn.Module):
   """
   score: str = "additive"
   features: int | None = None
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
   query_init: Callable[..., jax.Array] | None = None
   kernel_init: Callable[..., jax.Array] | None = None
 
   @nn.compact
-  def __call__(self, x: jax.Array,
-               valid_lens: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+  def __call__(self, x: jax.Array, *, valid_lens: jax.Array | None = None,
+               mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
     """Pools each sequence into the attention-weighted average of its valid steps.
 
+    Any leading batch shape (*batch), none included (zoo.batching).
+
     Args:
-      x: float (B, L, D).
-      valid_lens: int (B,), the number of valid steps; None uses all L steps.
+      x: float (*batch, L, D).
+      valid_lens: int (*batch,), the number of valid steps; None uses all L steps.
+      mask: bool broadcastable to (*batch, L), True = may attend; given with valid_lens, a step is
+        pooled iff both allow it (zoo.masking.key_mask).
 
     Returns:
-      context: (B, D), zeros for an example with valid_len 0.
-      weights: (B, L), zero beyond each valid length.
+      context: (*batch, D), zeros for an example with no valid step.
+      weights: (*batch, L), zero beyond each valid length and where the mask is False.
     """
-    checks.rank(x, 3, "x")
+    lead = batching.leading_shape(x, 2, "x")
     checks.floating(x, "x")
     width = x.shape[-1]
+    valid_lens = batching.fold_lengths(valid_lens, lead, (), "valid_lens",
+                                         batching.BATCH_AXES)
+    mask = batching.fold_mask(mask, lead, x.shape[-2:-1], "mask", "the scores (*batch, L) =")
+    x = batching.fold(x, lead)  # (B, L, D)
+    mask = masking.key_mask(valid_lens, mask, x.shape[:2])  # (B, L)
     init = self.query_init or nn.initializers.normal(stddev=width ** -0.5)
     query = self.param("query", init, (1, width), self.param_dtype)  # one query row, Q = 1
     kernel_init = {} if self.kernel_init is None else {"kernel_init": self.kernel_init}
     scorer = scoring.make_score(self.score, features=self.features, dtype=self.dtype,
                                 param_dtype=self.param_dtype, name="scorer", **kernel_init)
-    x = jnp.asarray(x, self.dtype)
-    scores = scorer(jnp.asarray(query, self.dtype), x)[:, 0, :]  # query broadcasts: (B, 1, L)
-    weights = masking.masked_softmax(scores, valid_lens)  # (B, L)
-    return jnp.einsum("bl,bld->bd", weights, x), weights
+    query, x = nn.dtypes.promote_dtype(query, x, dtype=self.dtype)
+    scores = scorer(query, x)[:, 0, :]  # query broadcasts: (B, 1, L)
+    weights = masking.softmax_where(scores, mask)  # (B, L), float32 softmax in the scores' dtype
+    pooling, x = nn.dtypes.promote_dtype(weights, x, dtype=self.dtype)
+    return batching.unfold((jnp.einsum("bl,bld->bd", pooling, x), weights), lead)

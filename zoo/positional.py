@@ -7,7 +7,7 @@ decoder can encode step t alone. They are interchangeable in a model.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import flax.linen as nn
 import jax
@@ -78,6 +78,7 @@ def _positions(x: jax.Array, offset, positions, max_len: int) -> jax.Array:
 class _PositionEncoding(nn.Module):
   """Adds `_encodings(positions, x)` to x and applies dropout; subclasses define the fields
   max_len, dropout_rate and dtype."""
+  learned: ClassVar[bool] = False  # whether the encodings are parameters
 
   @nn.compact
   def __call__(self, x: jax.Array, *, offset: int | jax.Array = 0,
@@ -96,7 +97,11 @@ class _PositionEncoding(nn.Module):
     """
     positions = _positions(x, offset, positions, self.max_len)  # (L,) or (B, L)
     encodings = self._encodings(positions, x)  # (L, D) or (B, L, D)
-    encoded = jnp.asarray(x, self.dtype) + encodings.astype(self.dtype)
+    # dtype=None (flax's rule): a learned table promotes with x; the fixed encoding is a constant
+    # and takes x's dtype.
+    dtype = nn.dtypes.canonicalize_dtype(x, *((encodings,) if self.learned else ()),
+                                         dtype=self.dtype)
+    encoded = jnp.asarray(x, dtype) + encodings.astype(dtype)
     return nn.Dropout(rate=self.dropout_rate)(encoded, deterministic=deterministic)
 
   def _encodings(self, positions: jax.Array, x: jax.Array) -> jax.Array:
@@ -112,11 +117,11 @@ class SinusoidalPositionEncoding(_PositionEncoding):
     dropout_rate: dropout on the sum, applied when `deterministic=False`.
     max_len: positions must lie in [0, max_len) (checked when they are known at trace time; traced
       positions beyond it still get the formula's values). The default 1000 follows d2l.
-    dtype: the dtype of the result.
+    dtype: the dtype of the result; None (the default): the dtype of x.
   """
   dropout_rate: float = 0.0
   max_len: int = 1000
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
 
   def _encodings(self, positions, x):
     return sinusoidal_encoding_at(positions, x.shape[-1])
@@ -134,16 +139,17 @@ class LearnedPositionEmbedding(_PositionEncoding):
       so the error cannot pass silently under jit.
     features: D, the width of x and of the table.
     dropout_rate: dropout on the sum, applied when `deterministic=False`.
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default): the promoted type of x and the table.
     param_dtype: the dtype of the table ('embedding', (max_len, features)).
     embedding_init: initializer of the table; normal with standard deviation 0.02 by default.
   """
   max_len: int
   features: int
   dropout_rate: float = 0.0
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
   embedding_init: Callable[..., jax.Array] = nn.initializers.normal(stddev=0.02)
+  learned: ClassVar[bool] = True
 
   def _encodings(self, positions, x):
     if x.shape[-1] != self.features:
@@ -151,5 +157,5 @@ class LearnedPositionEmbedding(_PositionEncoding):
                        f"shape {x.shape}")
     table = self.param("embedding", self.embedding_init, (self.max_len, self.features),
                        self.param_dtype)
-    return jnp.take(jnp.asarray(table, self.dtype), positions, axis=0, mode="fill",
+    return jnp.take(table, positions, axis=0, mode="fill",
                     fill_value=jnp.nan)

@@ -24,6 +24,7 @@ comes first and the backward one second, the same layout as the outputs' last ax
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple, Sequence
 
 import flax.linen as nn
@@ -31,7 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from zoo import batching
 from zoo import checks
+from zoo import masking
 
 Dtype = Any
 Initializer = Callable[..., jax.Array]
@@ -186,13 +189,14 @@ class LSTMLayer(nn.Module):
   Attributes:
     hidden_size: H, the state width of one direction.
     bidirectional: also run a backward direction (starting at each sequence's last real token).
-    dtype: the dtype of the matmuls and the outputs.
+    dtype: the dtype of the matmuls and the outputs; None (the default): the promoted type of the
+      inputs and parameters (flax's rule). Gates and states are float32 whatever the dtype.
     param_dtype: the dtype parameters are stored in.
     initializers: the initializers of W_ih, W_hh and b (`LSTMInit`).
   """
   hidden_size: int
   bidirectional: bool = False
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
   initializers: LSTMInit = LSTMInit()
 
@@ -225,29 +229,41 @@ class LSTMLayer(nn.Module):
     if self.bidirectional:
       raise ValueError("step: a bidirectional layer cannot run one step at a time "
                        "(its backward direction needs the whole sequence)")
-    return lstm_step(self.hidden_kernel[0], state, input_gates, self.dtype)
+    dtype = nn.dtypes.canonicalize_dtype(input_gates, self.hidden_kernel, dtype=self.dtype)
+    return lstm_step(self.hidden_kernel[0], state, input_gates, dtype)
 
-  def __call__(self, x: jax.Array, lengths: jax.Array | None = None,
+  def __call__(self, x: jax.Array, *, valid_lens: jax.Array | None = None,
+               mask: jax.Array | None = None,
                initial_state: LSTMState | None = None) -> tuple[jax.Array, LSTMState]:
     """Runs the layer over padded sequences.
 
     Args:
-      x: (B, L, D).
-      lengths: int (B,), the number of real tokens of each sequence (None: all L are real).
-      initial_state: LSTMState(h (B, n*H), c (B, n*H)), or None for zeros.
+      x: (*batch, L, D), any leading batch shape, none included.
+      valid_lens: int (*batch,), the number of real tokens of each sequence (None: all L real).
+      mask: bool broadcastable to (*batch, L), True at real tokens, each row a prefix (True then
+        False). Given both, a step is real iff both say so (zoo.masking.prefix_lengths).
+      initial_state: LSTMState(h (*batch, n*H), c (*batch, n*H)), or None for zeros.
 
     Returns:
-      outputs (B, L, n*H) in `dtype`, zero at padded steps; [forward, backward] on the last axis.
-      final LSTMState(h (B, n*H), c (B, n*H)) float32: the state after each sequence's last real
-      token (forward) and after its first token (backward).
+      outputs (*batch, L, n*H) in `dtype`, zero at padded steps; [forward, backward] on the last
+      axis. final LSTMState(h (*batch, n*H), c (*batch, n*H)) float32: the state after each
+      sequence's last real token (forward) and after its first token (backward).
     """
-    checks.rank(x, 3, "x")
+    lead = batching.leading_shape(x, 2, "x")
     checks.floating(x, "x")
-    if lengths is not None:
-      checks.sequence_lengths(lengths, "lengths", x, "x")
-      lengths = jnp.asarray(lengths)
+    lengths = fold_lengths(valid_lens, mask, lead, x.shape[-2])
+    x = batching.fold(x, lead)
+    if initial_state is not None:
+      initial_state = fold_state(initial_state, "initial_state", lead)
+    outputs, final = self._run(x, lengths, initial_state)
+    return batching.unfold((outputs, final), lead)
+
+  def _run(self, x: jax.Array, lengths: jax.Array | None,
+           initial_state: LSTMState | None) -> tuple[jax.Array, LSTMState]:
+    """`__call__` on folded inputs: x (B, L, D), lengths int (B,) or None."""
     batch, steps = x.shape[0], x.shape[1]
     n, hidden = self.num_directions, self.hidden_size
+    dtype = nn.dtypes.canonicalize_dtype(x, self.hidden_kernel, dtype=self.dtype)
     gates = self.input_gates(x)  # (B, L, n, 4H): one matmul for all steps and directions
     if self.bidirectional:
       gates = jnp.stack([gates[:, :, 0], reverse_valid(gates[:, :, 1], lengths)], axis=2)
@@ -258,12 +274,37 @@ class LSTMLayer(nn.Module):
       initial_state = _check_state(initial_state, "initial_state", batch, n * hidden)
       init = LSTMState(*(directions_first(jnp.asarray(s, jnp.float32), n) for s in initial_state))
     outputs, final = _scan_directions(self.hidden_kernel, gates.transpose(1, 2, 0, 3), init, mask,
-                                      self.dtype)
+                                      dtype)
     outputs = outputs.transpose(2, 0, 1, 3)  # (B, L, n, H)
     if self.bidirectional:
       outputs = jnp.stack([outputs[:, :, 0], reverse_valid(outputs[:, :, 1], lengths)], axis=2)
     final = LSTMState(*(s.transpose(1, 0, 2).reshape(batch, n * hidden) for s in final))
     return outputs.reshape(batch, steps, n * hidden), final
+
+
+def fold_lengths(valid_lens: jax.Array | None, mask: jax.Array | None, lead: tuple[int, ...],
+                 steps: int) -> jax.Array | None:
+  """A recurrent encoder's `valid_lens=` and `mask=` for x (*lead, L, D) -> lengths int (B,).
+
+  The zoo's rule (zoo.masking.prefix_lengths): a step is real iff both allow it; None for neither.
+  """
+  valid_lens = batching.fold_lengths(valid_lens, lead, (), "valid_lens", batching.BATCH_AXES)
+  if valid_lens is not None:
+    checks.lengths_in_range(valid_lens, "valid_lens", steps)
+  mask = batching.fold_mask(mask, lead, (steps,), "mask", "the steps (*batch, L) =")
+  lengths = masking.prefix_lengths(valid_lens, mask, steps)
+  if lengths is None:
+    return None
+  return jnp.broadcast_to(lengths, (math.prod(lead),))
+
+
+def fold_state(state, name: str, lead: tuple[int, ...]) -> LSTMState:
+  """One layer's (h, c), each (*lead, W), folded to (B, W); a wrong structure raises naming it."""
+  if not isinstance(state, (tuple, list)) or len(state) != 2:
+    raise ValueError(f"{name}: expected a pair (h, c), got {type(state).__name__}")
+  for part, value in zip("hc", state):
+    batching.same_leading(value, f"{name}.{part}", 1, lead, "x")
+  return LSTMState(*(batching.fold(value, lead) for value in state))
 
 
 def directions_first(state: jax.Array, n: int) -> jax.Array:
@@ -296,7 +337,8 @@ class LSTM(nn.Module):
     dropout_rate: dropout on the outputs of every layer but the last (needs a 'dropout' rng when
       not deterministic).
     bidirectional: run a backward direction in every layer (outputs and states become 2H wide).
-    dtype: the dtype of the matmuls and the outputs.
+    dtype: the dtype of the matmuls and the outputs; None (the default): the promoted type of the
+      inputs and parameters (flax's rule). Gates and states are float32 whatever the dtype.
     param_dtype: the dtype parameters are stored in.
     initializers: the initializers of W_ih, W_hh and b of every layer (`LSTMInit`).
   """
@@ -304,7 +346,7 @@ class LSTM(nn.Module):
   num_layers: int = 1
   dropout_rate: float = 0.0
   bidirectional: bool = False
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
   initializers: LSTMInit = LSTMInit()
 
@@ -322,39 +364,53 @@ class LSTM(nn.Module):
     """The width of outputs and of each state h, c: H, or 2H when bidirectional."""
     return self.hidden_size * (2 if self.bidirectional else 1)
 
-  def __call__(self, x: jax.Array, lengths: jax.Array | None = None, *,
+  def __call__(self, x: jax.Array, *, valid_lens: jax.Array | None = None,
+               mask: jax.Array | None = None,
                initial_state: Sequence[LSTMState] | None = None,
                deterministic: bool = True) -> tuple[jax.Array, tuple[LSTMState, ...]]:
     """Runs all layers over padded sequences.
 
     Args:
-      x: float (B, L, D).
-      lengths: int (B,), real tokens per sequence in [0, L]; None means all L are real.
-      initial_state: None (zeros) or a tuple of `num_layers` pairs (h, c), each (B, W) with
+      x: float (*batch, L, D), any leading batch shape, none included.
+      valid_lens: int (*batch,), real tokens per sequence in [0, L]; None means all L are real.
+      mask: bool broadcastable to (*batch, L), True at real tokens, each row a prefix (True then
+        False). Given both, a step is real iff both say so (zoo.masking.prefix_lengths).
+      initial_state: None (zeros) or a tuple of `num_layers` pairs (h, c), each (*batch, W) with
         W = `state_width` (H, or 2H = [forward, backward] when bidirectional).
       deterministic: disables dropout between layers.
 
     Returns:
-      outputs: (B, L, W) of the top layer in `dtype`, zero at padded steps.
-      final_state: tuple of `num_layers` LSTMState(h (B, W), c (B, W)), float32, bottom layer
-        first: each layer's state after the last real token of each sequence (for the backward
-        half: after the first token).
+      outputs: (*batch, L, W) of the top layer in `dtype`, zero at padded steps.
+      final_state: tuple of `num_layers` LSTMState(h (*batch, W), c (*batch, W)), float32, bottom
+        layer first: each layer's state after the last real token of each sequence (for the
+        backward half: after the first token).
     """
-    checks.rank(x, 3, "x")
+    lead = batching.leading_shape(x, 2, "x")
     checks.floating(x, "x")
-    batch = x.shape[0]
-    if lengths is not None:
-      checks.sequence_lengths(lengths, "lengths", x, "x")
-      lengths = jnp.asarray(lengths)
-    layer_states: Sequence[LSTMState | None] = (None,) * self.num_layers
-    if initial_state is not None:
-      layer_states = check_states(initial_state, "initial_state", self.num_layers, batch,
-                                  self.state_width)
+    lengths = fold_lengths(valid_lens, mask, lead, x.shape[-2])
+    x = batching.fold(x, lead)
+    outputs, finals = self._run(x, lengths, self._folded_states(initial_state, lead),
+                                deterministic)
+    return batching.unfold((outputs, finals), lead)
+
+  def _folded_states(self, initial_state, lead: tuple[int, ...]) -> tuple[LSTMState | None, ...]:
+    """initial_state (None, or num_layers pairs each (*lead, W)) -> per layer None or (B, W)."""
+    if initial_state is None:
+      return (None,) * self.num_layers
+    if not isinstance(initial_state, (tuple, list)) or len(initial_state) != self.num_layers:
+      check_states(initial_state, "initial_state", self.num_layers, 0, 0)  # raises, naming it
+    folded = tuple(fold_state(s, f"initial_state[{i}]", lead) for i, s in enumerate(initial_state))
+    return check_states(folded, "initial_state", self.num_layers, math.prod(lead),
+                        self.state_width)
+
+  def _run(self, x: jax.Array, lengths: jax.Array | None, initial_state: Sequence,
+           deterministic: bool) -> tuple[jax.Array, tuple[LSTMState, ...]]:
+    """All layers on folded inputs: x (B, L, D), lengths int (B,) or None, states (B, W)."""
     outputs, finals = jnp.asarray(x, self.dtype), []
     for index, layer in enumerate(self.layers):
       if index > 0:
         outputs = self.dropout(outputs, deterministic=deterministic)
-      outputs, final = layer(outputs, lengths, layer_states[index])
+      outputs, final = layer(outputs, valid_lens=lengths, initial_state=initial_state[index])
       finals.append(final)
     return outputs, tuple(finals)
 
@@ -381,10 +437,15 @@ class LSTM(nn.Module):
     gates = input_gates
     for index, layer in enumerate(self.layers):
       if index > 0:
-        below = self.dropout(new_state[-1].h.astype(self.dtype), deterministic=deterministic)
+        below = self.dropout(new_state[-1].h.astype(self._out_dtype(input_gates)),
+                             deterministic=deterministic)
         gates = layer.input_gates(below)[..., 0, :]
       new_state.append(layer.step(state[index], gates))
-    return new_state[-1].h.astype(self.dtype), tuple(new_state)
+    return new_state[-1].h.astype(self._out_dtype(input_gates)), tuple(new_state)
+
+  def _out_dtype(self, input_gates: jax.Array) -> Dtype:
+    """`dtype`, or (None) the input gates' dtype, the promoted type of the inputs and W_ih."""
+    return input_gates.dtype if self.dtype is None else self.dtype
 
   def step(self, state: Sequence[LSTMState], x: jax.Array, *,
            deterministic: bool = True) -> tuple[jax.Array, tuple[LSTMState, ...]]:

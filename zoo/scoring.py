@@ -204,16 +204,18 @@ class _Score(nn.Module):
   """Base of the score modules: holds the parameters of a pure score and maps its leading axes.
 
   `__call__(q (..., Q, Dq), k (..., K, Dk)) -> scores (..., Q, K)`: inputs and parameters are cast
-  to `dtype`, the leading axes of q and k broadcast against each other and are mapped with
-  `jax.vmap`, all sharing one set of parameters (built from Dq and Dk on first use).
+  to `dtype`, or with dtype=None (the default, flax's rule) to their promoted type
+  (flax.linen.dtypes.promote_dtype), the leading axes of q and k broadcast against each other and
+  are mapped with `jax.vmap`, all sharing one set of parameters (built from Dq and Dk on first use).
 
   Attributes:
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default): the promoted type of the inputs and
+      parameters.
     param_dtype: the dtype parameters are stored in.
     kernel_init: initializer of the kernels (and, as an (A, 1) kernel, of the vector v); unused by
       the parameter-free scores, accepted so every score takes the same arguments.
   """
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
   kernel_init: Initializer = nn.initializers.lecun_normal()
 
@@ -228,8 +230,9 @@ class _Score(nn.Module):
     return ()
 
   def _kernel(self, name: str, shape: tuple[int, ...], vector: bool = False) -> jax.Array:
+    """The parameter `name` as stored (callers cast it with the inputs: `promote_dtype`)."""
     init = _column_init(self.kernel_init) if vector else self.kernel_init
-    return jnp.asarray(self.param(name, init, shape, self.param_dtype), self.dtype)
+    return self.param(name, init, shape, self.param_dtype)
 
   @nn.compact
   def __call__(self, q: jax.Array, k: jax.Array) -> jax.Array:
@@ -240,7 +243,7 @@ class _Score(nn.Module):
       k: float keys (..., K, Dk); the leading axes of q and k broadcast against each other.
 
     Returns:
-      scores (..., Q, K) in `dtype`.
+      scores (..., Q, K) in `dtype` (None: the promoted type of q, k and the parameters).
     """
     checks.min_rank(q, 2, "q")
     checks.min_rank(k, 2, "k")
@@ -248,9 +251,9 @@ class _Score(nn.Module):
     checks.floating(k, "k")
     if self.requires_equal_widths:
       checks.equal_dim(q, "q", -1, k, "k", -1)
-    q, k = jnp.asarray(q, self.dtype), jnp.asarray(k, self.dtype)
-    params = self._score_params(q.shape[-1], k.shape[-1])
-    return _map_leading(lambda qi, ki: self.score_fn(qi, ki, *params), q, k)
+    q, k, *promoted = nn.dtypes.promote_dtype(q, k, *self._score_params(q.shape[-1], k.shape[-1]),
+                                              dtype=self.dtype)
+    return _map_leading(lambda qi, ki: self.score_fn(qi, ki, *promoted), q, k)
 
 
 class DotScore(_Score):
@@ -319,12 +322,13 @@ class AdditiveScore(_HiddenScore):
     if not only_keys:
       checks.floating(q, "q")
     checks.floating(k, "k")
-    k = jnp.asarray(k, self.dtype)
     if only_keys:
-      return k @ self._kernel("w_k", (k.shape[-1], self._hidden_size(k.shape[-1])))  # (..., K, A)
-    q = jnp.asarray(q, self.dtype)
+      w_k = self._kernel("w_k", (k.shape[-1], self._hidden_size(k.shape[-1])))
+      k, w_k = nn.dtypes.promote_dtype(k, w_k, dtype=self.dtype)
+      return k @ w_k  # (..., K, A)
     if not keys_projected:
-      w_q, w_k, v = self._score_params(q.shape[-1], k.shape[-1])
+      params = self._score_params(q.shape[-1], k.shape[-1])
+      q, k, w_q, w_k, v = nn.dtypes.promote_dtype(q, k, *params, dtype=self.dtype)
       return _map_leading(lambda qi, ki: additive_score(qi, ki, w_q, w_k, v), q, k)
     if not self.has_variable("params", "w_k"):
       raise ValueError("keys_projected=True needs the keys projected by this module's "
@@ -335,6 +339,7 @@ class AdditiveScore(_HiddenScore):
                        f"size), got shape {k.shape}")
     w_q = self._kernel("w_q", (q.shape[-1], hidden))
     v = self._kernel("v", (hidden,), vector=True)
+    q, k, w_q, v = nn.dtypes.promote_dtype(q, k, w_q, v, dtype=self.dtype)
     return _map_leading(lambda qi, ki: additive_score_projected(qi @ w_q, ki, v), q, k)
 
   def project_keys(self, k: jax.Array) -> jax.Array:

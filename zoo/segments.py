@@ -62,13 +62,13 @@ class SegmentEmbedding(nn.Module):
   Attributes:
     num_segments: how many segment ids there are (2 for a sentence pair); concrete ids outside
       [0, num_segments) raise a ValueError.
-    dtype: the dtype of the result.
+    dtype: the dtype of the result; None (the default): the promoted type of x and the table.
     param_dtype: the dtype of the table ('embedding', (num_segments, D)).
     embedding_init: initializer of the table; normal with standard deviation 0.02 by default
       (BERT's token-type table).
   """
   num_segments: int = 2
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
   embedding_init: Callable[..., jax.Array] = nn.initializers.normal(stddev=0.02)
 
@@ -95,4 +95,5 @@ class SegmentEmbedding(nn.Module):
                          f"{self.num_segments}), got {values.min()} to {values.max()}")
     table = self.param("embedding", self.embedding_init, (self.num_segments, x.shape[-1]),
                        self.param_dtype)
-    return jnp.asarray(x, self.dtype) + jnp.take(jnp.asarray(table, self.dtype), segments, axis=0)
+    x, table = nn.dtypes.promote_dtype(x, table, dtype=self.dtype)
+    return x + jnp.take(table, segments, axis=0)

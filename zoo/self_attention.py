@@ -25,31 +25,33 @@ class SimpleSelfAttention(nn.Module):
   Attributes:
     scale: if True, divide the scores by s = sqrt(D) (the scaled dot product, which keeps the
       softmax from saturating for wide inputs); False (the default) uses s = 1, the plain formula.
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default): the promoted type of the inputs and
+      parameters (flax's rule); the softmax runs in float32.
   """
   scale: bool = False
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
 
   @nn.compact
-  def __call__(self, x: jax.Array, valid_lens: jax.Array | None = None, *,
+  def __call__(self, x: jax.Array, *, valid_lens: jax.Array | None = None,
                mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
     """Each step attends to every valid step of its own sequence.
 
     Args:
-      x: float (B, L, D).
-      valid_lens: None, int (B,) (the first valid_lens[b] steps are keys) or (B, L) (a length per
-        query step), as in zoo.Attention.
-      mask: optional bool broadcastable to (B, L, L), True = may attend (e.g. zoo.causal_mask(L)).
+      x: float (*batch, L, D), any leading batch shape, none included.
+      valid_lens: None, int (*batch,) (the first valid_lens[b] steps are keys) or (*batch, L) (a
+        length per query step), as in zoo.Attention.
+      mask: optional bool broadcastable to (*batch, L, L), True = may attend (e.g.
+        zoo.causal_mask(L)); given with valid_lens, the AND of both (zoo.masking.key_mask).
 
     Returns:
-      outputs: (B, L, D).
-      weights: (B, L, L).
+      outputs: (*batch, L, D).
+      weights: (*batch, L, L).
     """
-    checks.rank(x, 3, "x")
+    checks.min_rank(x, 2, "x")
     checks.floating(x, "x")
     attention = Attention(score="scaled_dot" if self.scale else "dot", dtype=self.dtype,
                           name="attention")
-    return attention(x, x, x, valid_lens, mask=mask)
+    return attention(x, x, x, valid_lens=valid_lens, mask=mask)
 
 
 class SelfAttention(nn.Module):
@@ -65,7 +67,8 @@ class SelfAttention(nn.Module):
     score_features: hidden size of the 'additive' and 'concat' scores; None uses F.
     dropout_rate: dropout on the attention weights when `deterministic=False`.
     use_bias: whether the projections have biases (False by default, as in nndl's formulas).
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default): the promoted type of the inputs and
+      parameters (flax's rule); the softmax runs in float32.
     param_dtype: the dtype parameters are stored in.
     kernel_init: initializer of the projection kernels.
   """
@@ -74,27 +77,27 @@ class SelfAttention(nn.Module):
   score_features: int | None = None
   dropout_rate: float = 0.0
   use_bias: bool = False
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
   kernel_init: Callable[..., jax.Array] = nn.initializers.lecun_normal()
 
   @nn.compact
-  def __call__(self, x: jax.Array, valid_lens: jax.Array | None = None, *,
-               mask: jax.Array | None = None,
-               deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
+  def __call__(self, x: jax.Array, *, valid_lens: jax.Array | None = None,
+               mask: jax.Array | None = None, deterministic: bool = True) -> tuple[jax.Array, jax.Array]:
     """Projects x to queries, keys and values and attends.
 
     Args:
-      x: float (B, L, D).
-      valid_lens: None, int (B,) or (B, L), as in zoo.Attention.
-      mask: optional bool broadcastable to (B, L, L), True = may attend.
+      x: float (*batch, L, D), any leading batch shape, none included.
+      valid_lens: None, int (*batch,) or (*batch, L), as in zoo.Attention.
+      mask: optional bool broadcastable to (*batch, L, L), True = may attend; given with
+        valid_lens, the AND of both (zoo.masking.key_mask).
       deterministic: if False, apply dropout to the attention weights.
 
     Returns:
-      outputs: (B, L, F).
-      weights: (B, L, L), before dropout.
+      outputs: (*batch, L, F).
+      weights: (*batch, L, L), before dropout.
     """
-    checks.rank(x, 3, "x")
+    checks.min_rank(x, 2, "x")
     checks.floating(x, "x")
     features = x.shape[-1] if self.features is None else self.features
     queries, keys, values = (
@@ -104,4 +107,5 @@ class SelfAttention(nn.Module):
     attention = Attention(score=self.score, score_features=self.score_features,
                           dropout_rate=self.dropout_rate, dtype=self.dtype,
                           param_dtype=self.param_dtype, name="attention")
-    return attention(queries, keys, values, valid_lens, mask=mask, deterministic=deterministic)
+    return attention(queries, keys, values, valid_lens=valid_lens, mask=mask,
+                     deterministic=deterministic)

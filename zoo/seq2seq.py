@@ -98,7 +98,8 @@ class _Sizes(nn.Module):
       encoder's state width).
     num_layers: the number of LSTM layers.
     dropout_rate: dropout between LSTM layers (decoders also use it as they document).
-    dtype: the dtype of the computation and of the outputs.
+    dtype: the dtype of the computation and of the outputs; None (the default): the promoted type
+      of the inputs and parameters (flax's rule). LSTM states and softmaxes are float32.
     param_dtype: the dtype parameters are stored in.
   """
   vocab_size: int
@@ -106,8 +107,13 @@ class _Sizes(nn.Module):
   hidden_size: int
   num_layers: int = 1
   dropout_rate: float = 0.0
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
+
+  def _compute_dtype(self, like: jax.Array) -> Dtype:
+    """`dtype`, or (None) the promoted type of `like` (e.g. the encoder outputs) and param_dtype."""
+    return self.dtype if self.dtype is not None else jnp.promote_types(like.dtype,
+                                                                       self.param_dtype)
 
   def _embedding(self, **kwargs) -> nn.Embed:
     return nn.Embed(self.vocab_size, self.embed_dim, dtype=self.dtype,
@@ -271,9 +277,9 @@ class BahdanauDecoder(_AttentionDecoder):
     return BahdanauState(lstm_state, enc_outputs, enc_keys, src_lens)
 
   def _step(self, state: BahdanauState, embed_gates, deterministic):
-    query = state.lstm[-1].h.astype(self.dtype)[:, None, :]  # (N, 1, H)
-    context, weights = self.attention(query, state.enc_keys, state.enc_outputs, state.src_lens,
-                                      deterministic=deterministic,
+    query = state.lstm[-1].h.astype(self._compute_dtype(state.enc_outputs))[:, None, :]  # (N,1,H)
+    context, weights = self.attention(query, state.enc_keys, state.enc_outputs,
+                                      valid_lens=state.src_lens, deterministic=deterministic,
                                       keys_projected=True)  # (N, 1, E), (N, 1, S)
     gates = embed_gates + self.context_gates(context[:, 0])  # (N, 4H)
     top, lstm_state = self.lstm.step_gates(state.lstm, gates, deterministic=deterministic)
@@ -308,7 +314,7 @@ class LuongDecoder(_AttentionDecoder):
 
   def _initial_state(self, enc_outputs, src_lens, lstm_state):
     memory = self.input_proj(enc_outputs)  # (B, S, H), once for all steps
-    feed = jnp.zeros((enc_outputs.shape[0], self.hidden_size), self.dtype)
+    feed = jnp.zeros((enc_outputs.shape[0], self.hidden_size), self._compute_dtype(enc_outputs))
     return LuongState(lstm_state, feed, memory, src_lens)
 
   def _step(self, state: LuongState, embed_gates, deterministic):
@@ -316,7 +322,7 @@ class LuongDecoder(_AttentionDecoder):
     top, lstm_state = self.lstm.step_gates(state.lstm, gates, deterministic=deterministic)
     top = self.dropout(top, deterministic=deterministic)  # (N, H)
     context, weights = self.attention(top[:, None, :], state.memory, state.memory,
-                                      state.src_lens)  # (N, 1, H), (N, 1, S)
+                                      valid_lens=state.src_lens)  # (N, 1, H), (N, 1, S)
     vector = self.output_proj(jnp.concatenate([context[:, 0], top], axis=-1))  # (N, H)
     if self.output_activation is not None:
       vector = self.output_activation(vector)
@@ -371,7 +377,7 @@ class PlainDecoder(_Sizes):
     lstm = recurrent.check_states(enc_final_state, "enc_final_state", self.num_layers,
                                   enc_outputs.shape[0], self.hidden_size)
     lstm = tuple(LSTMState(*(jnp.asarray(s, jnp.float32) for s in pair)) for pair in lstm)
-    return PlainState(lstm, lstm[-1].h.astype(self.dtype))
+    return PlainState(lstm, lstm[-1].h.astype(self._compute_dtype(enc_outputs)))
 
   def _inputs(self, tokens: jax.Array, context: jax.Array) -> jax.Array:
     """[embedding; context] of tokens int (B,) or (B, T) and context (B, H): (..., E_t + H)."""
@@ -427,31 +433,35 @@ class RecurrentEncoder(_Sizes):
   bidirectional: bool = False
 
   @nn.compact
-  def __call__(self, src: jax.Array, src_lens: jax.Array | None = None, *,
+  def __call__(self, src: jax.Array, *, valid_lens: jax.Array | None = None,
+               mask: jax.Array | None = None,
                deterministic: bool = True) -> tuple[jax.Array, tuple[LSTMState, ...]]:
     """Encodes padded source tokens.
 
     Args:
-      src: int (B, S).
-      src_lens: int (B,), real tokens per row; None when all S are real.
+      src: int (*batch, S), any leading batch shape, none included.
+      valid_lens: int (*batch,), real tokens per row; None when all S are real.
+      mask: bool broadcastable to (*batch, S), True at real tokens, each row a prefix; given with
+        valid_lens, a token is real iff both say so (as zoo.LSTM).
       deterministic: disables dropout.
 
     Returns:
-      outputs (B, S, W) (zero at padded positions) and the final state, a tuple of num_layers
-      LSTMState(h (B, W), c (B, W)), with W = H (2H when bidirectional).
+      outputs (*batch, S, W) (zero at padded positions) and the final state, a tuple of
+      num_layers LSTMState(h (*batch, W), c (*batch, W)), with W = H (2H when bidirectional).
     """
-    _check_tokens(src, 2, "src")
-    embedded = self._embedding(name="embedding")(src)  # (B, S, embed_dim)
+    checks.min_rank(src, 1, "src")
+    checks.integer(src, "src")
+    embedded = self._embedding(name="embedding")(src)  # (*batch, S, embed_dim)
     lstm = self._lstm(self.bidirectional, name="lstm")
-    return lstm(embedded, src_lens, deterministic=deterministic)
+    return lstm(embedded, valid_lens=valid_lens, mask=mask, deterministic=deterministic)
 
 
 class Seq2Seq(nn.Module):
   """An encoder and an attention decoder; thin glue that also exposes the decoding step.
 
   Attributes:
-    encoder: maps (src (B, S), src_lens (B,), deterministic=...) to (outputs, final state), e.g.
-      RecurrentEncoder.
+    encoder: maps (src (B, S), valid_lens=src_lens (B,), deterministic=...) to (outputs, final
+      state), e.g. RecurrentEncoder.
     decoder: BahdanauDecoder or LuongDecoder (or anything with their methods).
     encode_padding: run the encoder over every position of src, padding included, as d2l's
       encoder does (its final state, which starts the decoder, then comes after the padding);
@@ -464,7 +474,7 @@ class Seq2Seq(nn.Module):
 
   def encode(self, src: jax.Array, src_lens: jax.Array, *, deterministic: bool = True):
     """src int (B, S), src_lens int (B,) -> (enc_outputs (B, S, E), final state)."""
-    return self.encoder(src, None if self.encode_padding else src_lens,
+    return self.encoder(src, valid_lens=None if self.encode_padding else src_lens,
                         deterministic=deterministic)
 
   def __call__(self, src: jax.Array, src_lens: jax.Array, tokens: jax.Array, *,
@@ -505,7 +515,7 @@ def _seq2seq(decoder_cls, src_vocab_size: int, tgt_vocab_size: int, embed_dim: i
 
 
 def bahdanau_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, hidden_size: int,
-                     num_layers: int = 1, dropout_rate: float = 0.0, dtype: Dtype = jnp.float32,
+                     num_layers: int = 1, dropout_rate: float = 0.0, dtype: Dtype | None = None,
                      param_dtype: Dtype = jnp.float32, encode_padding: bool = False) -> Seq2Seq:
   """d2l's seq2seq with Bahdanau attention: RecurrentEncoder + BahdanauDecoder of equal sizes
   (section 10.4 of d2l 0.17 trains embed_dim 32, hidden_size 32, num_layers 2, dropout_rate
@@ -515,7 +525,7 @@ def bahdanau_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, h
 
 
 def plain_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, hidden_size: int,
-                  num_layers: int = 1, dropout_rate: float = 0.0, dtype: Dtype = jnp.float32,
+                  num_layers: int = 1, dropout_rate: float = 0.0, dtype: Dtype | None = None,
                   param_dtype: Dtype = jnp.float32, encode_padding: bool = False) -> Seq2Seq:
   """d2l's encoder-decoder without attention: RecurrentEncoder + PlainDecoder of equal sizes
   (d2l 10.7 trains embed_dim 32, hidden_size 32, num_layers 2, dropout_rate 0.1, with GRUs).
@@ -525,7 +535,7 @@ def plain_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, hidd
 
 
 def luong_seq2seq(src_vocab_size: int, tgt_vocab_size: int, embed_dim: int, hidden_size: int,
-                  num_layers: int = 1, dropout_rate: float = 0.0, dtype: Dtype = jnp.float32,
+                  num_layers: int = 1, dropout_rate: float = 0.0, dtype: Dtype | None = None,
                   param_dtype: Dtype = jnp.float32,
                   output_activation: Callable[[jax.Array], jax.Array] | None = jnp.tanh
                   ) -> Seq2Seq:

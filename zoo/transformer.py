@@ -26,6 +26,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from zoo import batching
 from zoo import checks
 from zoo import masking
 from zoo import positional
@@ -45,14 +46,15 @@ class PositionwiseFFN(nn.Module):
     dropout_rate: dropout after the activation (Paddle's act_dropout).
     activation: the nonlinearity (ReLU by default).
     out_features: the output width; default the input width D.
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation; None (the default): the promoted type of the inputs and
+      parameters (flax's Dense).
     param_dtype: the dtype parameters are stored in.
   """
   hidden: int
   dropout_rate: float = 0.0
   activation: Callable[[jax.Array], jax.Array] = nn.relu
   out_features: int | None = None
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
 
   @nn.compact
@@ -72,11 +74,36 @@ def _check_block_input(x: jax.Array, name: str) -> None:
   checks.floating(x, name)
 
 
-def _check_mask(mask: jax.Array | None, name: str, scores_shape: tuple[int, ...]) -> None:
-  """Checks a block's mask against its attention scores (B, H, Q, K), naming the argument."""
-  if mask is not None:
-    checks.boolean(mask, name)
-    checks.broadcastable(mask, name, scores_shape, "the scores (B, H, Q, K) =")
+def _block_lead(x: jax.Array, decode: bool = False) -> tuple[int, ...]:
+  """The batch axes of a block's input x (*batch, L, D); exactly (B,) when decoding."""
+  if decode:
+    _check_block_input(x, "x")
+    return x.shape[:1]
+  lead = batching.leading_shape(x, 2, "x")
+  checks.floating(x, "x")
+  return lead
+
+
+def padding_mask(valid_lens: jax.Array | None, mask: jax.Array | None, lead: tuple[int, ...],
+                 num_heads: int, num_q: int, num_k: int) -> jax.Array | None:
+  """The zoo's rule (zoo.masking.key_mask) for a block's `valid_lens=` and `mask=`, folded.
+
+  Args:
+    valid_lens: None or int (*lead,) (or (*lead, Q)), the valid keys of each example (row).
+    mask: None or bool broadcastable to (*lead, H, Q, K), True = may attend.
+    lead: the batch axes.
+    num_heads: H.
+    num_q: Q.
+    num_k: K.
+
+  Returns:
+    bool broadcastable to the folded scores (B, H, Q, K), B = prod(lead); None for neither.
+  """
+  valid_lens = batching.fold_lengths(valid_lens, lead, (num_q,), "valid_lens")
+  mask = batching.fold_mask(mask, lead, (num_heads, num_q, num_k), "mask",
+                            "the scores (*batch, H, Q, K) =")
+  batch = math.prod(lead)
+  return masking.key_mask(valid_lens, mask, (batch, num_heads, num_q, num_k), heads=True)
 
 
 class _Sublayers(nn.Module):
@@ -96,7 +123,9 @@ class _Sublayers(nn.Module):
     num_kv_heads: key/value heads of the self-attention and cross-attention (grouped-query).
     implementation: 'auto' (the default), 'vmap' or 'fused' (see MultiHeadAttention).
     layer_norm_epsilon: LayerNorm's epsilon (1e-5, as PyTorch and Paddle).
-    dtype: the dtype of the computation.
+    dtype: the dtype of the computation and of the residual stream; None (the default): the
+      promoted type of the inputs and param_dtype (flax's rule). LayerNorm statistics and the
+      attention softmax are computed in float32 whatever the dtype.
     param_dtype: the dtype parameters are stored in.
   """
   _: dataclasses.KW_ONLY
@@ -111,13 +140,17 @@ class _Sublayers(nn.Module):
   num_kv_heads: int | None = None
   implementation: str = "auto"
   layer_norm_epsilon: float = 1e-5
-  dtype: Dtype = jnp.float32
+  dtype: Dtype | None = None
   param_dtype: Dtype = jnp.float32
 
   def _sublayer_fields(self) -> dict[str, Any]:
     """The shared hyperparameters, to build blocks with."""
     return {f.name: getattr(self, f.name) for f in dataclasses.fields(_Sublayers)
             if f.name not in ("parent", "name")}
+
+  def _stream_dtype(self, x: jax.Array) -> Dtype:
+    """The residual stream's dtype: `dtype`, or (None) the promoted type of x and param_dtype."""
+    return self.dtype if self.dtype is not None else jnp.promote_types(x.dtype, self.param_dtype)
 
   def _layer_norm(self, name: str) -> nn.LayerNorm:
     return nn.LayerNorm(epsilon=self.layer_norm_epsilon, dtype=self.dtype,
@@ -172,25 +205,30 @@ class EncoderBlock(_Sublayers):
   """
 
   @nn.compact
-  def __call__(self, x: jax.Array, *, mask: jax.Array | None = None,
-               deterministic: bool = True) -> jax.Array:
+  def __call__(self, x: jax.Array, *, valid_lens: jax.Array | None = None,
+               mask: jax.Array | None = None, deterministic: bool = True) -> jax.Array:
     """Encodes x.
 
     Args:
-      x: float (B, L, D).
-      mask: bool broadcastable to (B, H, L, L), True = may attend (e.g. key padding (B, 1, 1, L)).
+      x: float (*batch, L, D), any leading batch shape, none included.
+      valid_lens: int (*batch,) (or (*batch, L), one per query position): the valid positions;
+        later ones are padding, never attended to.
+      mask: bool broadcastable to (*batch, H, L, L), True = may attend (e.g. key padding
+        (B, 1, 1, L)). Given both, a key may be attended iff both allow it
+        (zoo.masking.key_mask).
       deterministic: False applies dropout.
 
     Returns:
-      (B, L, D) in `dtype`.
+      (*batch, L, D) in `dtype`.
     """
-    _check_block_input(x, "x")
-    batch, length, _ = x.shape
-    _check_mask(mask, "mask", (batch, self.num_heads, length, length))
-    x = jnp.asarray(x, self.dtype)  # the residual stream is in `dtype` in both forms
+    lead = _block_lead(x)
+    length = x.shape[-2]
+    mask = padding_mask(valid_lens, mask, lead, self.num_heads, length, length)
+    x = jnp.asarray(batching.fold(x, lead), self._stream_dtype(x))  # the residual stream
     attend = lambda h: self._attention("self_attention", h, None, mask, deterministic)
     x = self._residual("self_attention", x, attend, deterministic)
-    return self._residual("ffn", x, lambda h: self._ffn(h, deterministic), deterministic)
+    x = self._residual("ffn", x, lambda h: self._ffn(h, deterministic), deterministic)
+    return batching.unfold(x, lead)
 
 
 class DecoderBlock(_Sublayers):
@@ -199,17 +237,22 @@ class DecoderBlock(_Sublayers):
 
   @nn.compact
   def __call__(self, x: jax.Array, enc_outputs: jax.Array, *,
-               self_mask: jax.Array | None = None, cross_mask: jax.Array | None = None,
-               deterministic: bool = True, decode: bool = False,
+               valid_lens: jax.Array | None = None, mask: jax.Array | None = None,
+               self_mask: jax.Array | None = None, deterministic: bool = True,
+               decode: bool = False,
                cross_key_value: tuple[jax.Array, jax.Array] | None = None) -> jax.Array:
     """Decodes x given the encoder outputs.
 
     Args:
-      x: float (B, T, D), the embedded target positions.
-      enc_outputs: float (B, S, D).
-      self_mask: bool broadcastable to (B, H, T, T), normally causal; None when decoding with the
-        cache, which masks causally itself.
-      cross_mask: bool broadcastable to (B, H, T, S), normally source key padding (B, 1, 1, S).
+      x: float (*batch, T, D), the embedded target positions; any leading batch shape, none
+        included, except when decoding (exactly (B, T, D)).
+      enc_outputs: float (*batch, S, D), the padded sequence the cross-attention reads.
+      valid_lens: int (*batch,), the valid source positions (later ones are padding).
+      mask: bool broadcastable to (*batch, H, T, S), the cross-attention's mask, True = may
+        attend. Given both, a source position may be attended iff both allow it
+        (zoo.masking.key_mask).
+      self_mask: bool broadcastable to (*batch, H, T, T), the self-attention's mask, normally
+        causal; None when decoding with the cache, which masks causally itself.
       deterministic: False applies dropout.
       decode: use and update the self-attention's key/value cache (see MultiHeadAttention).
       cross_key_value: the cross-attention's keys and values of enc_outputs from
@@ -217,27 +260,30 @@ class DecoderBlock(_Sublayers):
         encoder outputs again; None projects them here.
 
     Returns:
-      (B, T, D) in `dtype`.
+      (*batch, T, D) in `dtype`.
     """
     if x is _PROJECT_SOURCE:
       _check_block_input(enc_outputs, "enc_outputs")
       return self._mha("cross_attention").project_key_value(  # type: ignore[return-value]
           jnp.asarray(enc_outputs, self.dtype))  # project_source's result, through __call__
-    _check_block_input(x, "x")
-    _check_block_input(enc_outputs, "enc_outputs")
-    checks.equal_dim(x, "x", 0, enc_outputs, "enc_outputs", 0)
-    (batch, length, _), src_len = x.shape, enc_outputs.shape[1]
+    lead = _block_lead(x, decode)
+    batching.same_leading(enc_outputs, "enc_outputs", 2, lead, "x")
+    checks.floating(enc_outputs, "enc_outputs")
+    length, src_len = x.shape[-2], enc_outputs.shape[-2]
+    cross_mask = padding_mask(valid_lens, mask, lead, self.num_heads, length, src_len)
     if not decode:  # when decoding, the keys are the whole cache (checked by MultiHeadAttention)
-      _check_mask(self_mask, "self_mask", (batch, self.num_heads, length, length))
-    _check_mask(cross_mask, "cross_mask", (batch, self.num_heads, length, src_len))
-    x = jnp.asarray(x, self.dtype)  # the residual stream is in `dtype` in both forms
+      self_mask = batching.fold_mask(self_mask, lead, (self.num_heads, length, length),
+                                     "self_mask", "the scores (*batch, H, T, T) =")
+    x = jnp.asarray(batching.fold(x, lead), self._stream_dtype(x))  # the residual stream
+    enc_outputs = batching.fold(enc_outputs, lead)
     attend_self = lambda h: self._attention("self_attention", h, None, self_mask, deterministic,
                                             decode)
     attend_source = lambda h: self._attention("cross_attention", h, enc_outputs, cross_mask,
                                               deterministic, key_value=cross_key_value)
     x = self._residual("self_attention", x, attend_self, deterministic)
     x = self._residual("cross_attention", x, attend_source, deterministic)
-    return self._residual("ffn", x, lambda h: self._ffn(h, deterministic), deterministic)
+    x = self._residual("ffn", x, lambda h: self._ffn(h, deterministic), deterministic)
+    return batching.unfold(x, lead)
 
   def project_source(self, enc_outputs: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The cross-attention's keys and values of float enc_outputs (B, S, D): (key, value), each
@@ -251,13 +297,19 @@ class TransformerEncoder(_Sublayers):
   num_layers: int
 
   @nn.compact
-  def __call__(self, x: jax.Array, *, mask: jax.Array | None = None,
-               deterministic: bool = True) -> jax.Array:
-    """x (B, L, D), mask broadcastable to (B, H, L, L) -> (B, L, D)."""
+  def __call__(self, x: jax.Array, *, valid_lens: jax.Array | None = None,
+               mask: jax.Array | None = None, deterministic: bool = True) -> jax.Array:
+    """x (*batch, L, D), valid_lens and mask as in EncoderBlock -> (*batch, L, D); the mask is
+    built once here and passed down to every block."""
+    lead = _block_lead(x)
+    length = x.shape[-2]
+    mask = padding_mask(valid_lens, mask, lead, self.num_heads, length, length)
+    x = batching.fold(x, lead)  # (B, L, D)
     for i in range(self.num_layers):
       x = EncoderBlock(**self._sublayer_fields(), name=f"layers_{i}")(
           x, mask=mask, deterministic=deterministic)
-    return self._layer_norm("final_norm")(x) if self.normalize_before else x
+    x = self._layer_norm("final_norm")(x) if self.normalize_before else x
+    return batching.unfold(x, lead)
 
 
 class TransformerDecoder(_Sublayers):
@@ -267,11 +319,13 @@ class TransformerDecoder(_Sublayers):
 
   @nn.compact
   def __call__(self, x: jax.Array, enc_outputs: jax.Array, *,
-               self_mask: jax.Array | None = None, cross_mask: jax.Array | None = None,
-               deterministic: bool = True, decode: bool = False,
+               valid_lens: jax.Array | None = None, mask: jax.Array | None = None,
+               self_mask: jax.Array | None = None, deterministic: bool = True,
+               decode: bool = False,
                cross_key_values: Sequence[tuple[jax.Array, jax.Array]] | None = None
                ) -> jax.Array:
-    """x (B, T, D), enc_outputs (B, S, D) -> (B, T, D); arguments as in DecoderBlock, with
+    """x (*batch, T, D), enc_outputs (*batch, S, D) -> (*batch, T, D); arguments as in
+    DecoderBlock (the cross-attention's mask is built once here from valid_lens and mask), with
     `cross_key_values` one layer's cross_key_value per layer (from `project_sources`)."""
     blocks = [DecoderBlock(**self._sublayer_fields(), name=f"layers_{i}")
               for i in range(self.num_layers)]
@@ -281,11 +335,20 @@ class TransformerDecoder(_Sublayers):
     if cross_key_values is not None and len(cross_key_values) != self.num_layers:
       raise ValueError(f"cross_key_values: expected one (key, value) per layer ({self.num_layers}),"
                        f" got {len(cross_key_values)}")
+    lead = _block_lead(x, decode)
+    batching.same_leading(enc_outputs, "enc_outputs", 2, lead, "x")
+    length, src_len = x.shape[-2], enc_outputs.shape[-2]
+    mask = padding_mask(valid_lens, mask, lead, self.num_heads, length, src_len)
+    if not decode:
+      self_mask = batching.fold_mask(self_mask, lead, (self.num_heads, length, length),
+                                     "self_mask", "the scores (*batch, H, T, T) =")
+    x, enc_outputs = batching.fold(x, lead), batching.fold(enc_outputs, lead)
     for i, block in enumerate(blocks):
-      x = block(x, enc_outputs, self_mask=self_mask, cross_mask=cross_mask,
-                deterministic=deterministic, decode=decode,
+      x = block(x, enc_outputs, mask=mask, self_mask=self_mask, deterministic=deterministic,
+                decode=decode,
                 cross_key_value=None if cross_key_values is None else cross_key_values[i])
-    return self._layer_norm("final_norm")(x) if self.normalize_before else x
+    x = self._layer_norm("final_norm")(x) if self.normalize_before else x
+    return batching.unfold(x, lead)
 
   def project_sources(self, enc_outputs: jax.Array) -> tuple[tuple[jax.Array, jax.Array], ...]:
     """Every layer's cross-attention keys and values of enc_outputs (B, S, D), for
@@ -341,7 +404,8 @@ class Transformer(_Sublayers):
     """tokens int (B, L) -> (B, L, D): embedding * sqrt(D) + position encoding, dropout."""
     checks.rank(tokens, 2, name)
     checks.integer(tokens, name)
-    x = table(tokens) * jnp.asarray(math.sqrt(self.model_dim), self.dtype)  # (B, L, D)
+    x = table(tokens)  # (B, L, D)
+    x = x * jnp.asarray(math.sqrt(self.model_dim), x.dtype)
     return self.positions(x, offset=offset, deterministic=deterministic)
 
   def _logits(self, hidden: jax.Array) -> jax.Array:
@@ -389,7 +453,7 @@ class Transformer(_Sublayers):
     x = self._embed(self.tgt_embed, tgt_tokens, 0, deterministic, "tgt_tokens")  # (B, T, D)
     causal = masking.causal_mask(tgt_tokens.shape[1])[None, None]  # (1, 1, T, T)
     cross = self._source_mask(src_valid_lens, enc_outputs, "enc_outputs")  # (B, 1, 1, S)
-    return self.decoder(x, enc_outputs, self_mask=causal, cross_mask=cross,
+    return self.decoder(x, enc_outputs, self_mask=causal, mask=cross,
                         deterministic=deterministic)
 
   def __call__(self, src_tokens: jax.Array, tgt_tokens: jax.Array,
@@ -444,7 +508,7 @@ class Transformer(_Sublayers):
     if src_valid_lens is None:
       src_valid_lens = jnp.full((batch,), src_len, jnp.int32)
     decoder = self.decoder.clone(parent=None)
-    targets = jax.ShapeDtypeStruct((batch, max_len, self.model_dim), self.dtype)
+    targets = jax.ShapeDtypeStruct((batch, max_len, self.model_dim), enc_outputs.dtype)
     shapes = jax.eval_shape(  # the cache the decoder creates for inputs of length max_len
         lambda x, enc: decoder.init(jax.random.key(0), x, enc, decode=True)["cache"],
         targets, enc_outputs)
@@ -471,7 +535,7 @@ class Transformer(_Sublayers):
     decoder = self.decoder.clone(parent=None)
     hidden, updated = decoder.apply(
         {"params": self.decoder.variables["params"], "cache": state["cache"]}, x, enc_outputs,
-        cross_mask=cross, decode=True, cross_key_values=state.get("cross_key_values"),
+        mask=cross, decode=True, cross_key_values=state.get("cross_key_values"),
         mutable=["cache"])
     new_state = dict(state, cache=updated["cache"], position=state["position"] + tokens.shape[1])
     return self._logits(hidden), new_state

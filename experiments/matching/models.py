@@ -259,7 +259,7 @@ class DecomposableAttention(nn.Module):
     aligned = zoo.SoftAlignment(score="dot", dtype=self.dtype, param_dtype=self.param_dtype,
                                 name="align")(
         attend(a, deterministic=deterministic), attend(b, deterministic=deterministic),
-        batch["a_len"], batch["b_len"], a_values=a, b_values=b)
+        valid_lens=(batch["a_len"], batch["b_len"]), a_values=a, b_values=b)
     compare = mlp("compare")
     v1 = compare(jnp.concatenate([a, aligned.b_for_a], -1), deterministic=deterministic)
     v2 = compare(jnp.concatenate([b, aligned.a_for_b], -1), deterministic=deterministic)
@@ -314,16 +314,16 @@ class ESIM(nn.Module):
                         name="encode")
     compose = zoo.BiLSTM(self.hidden_size, dtype=self.dtype, param_dtype=self.param_dtype,
                          name="compose")
-    a_bar, b_bar = run_on_both(lambda x, n: encode(drop(embed(x)), n)[0],
+    a_bar, b_bar = run_on_both(lambda x, n: encode(drop(embed(x)), valid_lens=n)[0],
                                batch["a"], a_len, batch["b"], b_len)  # (B, La, 2H), (B, Lb, 2H)
     aligned = zoo.SoftAlignment(score="dot", dtype=self.dtype, param_dtype=self.param_dtype,
-                                name="align")(a_bar, b_bar, a_len, b_len)
+                                name="align")(a_bar, b_bar, valid_lens=(a_len, b_len))
     enhance = lambda x, x_tilde: jnp.concatenate([x, x_tilde, x - x_tilde, x * x_tilde], -1)
     m_a = enhance(a_bar, aligned.b_for_a)  # (B, La, 8H)
     m_b = enhance(b_bar, aligned.a_for_b)  # (B, Lb, 8H)
     project = nn.Dense(self.hidden_size, dtype=self.dtype, param_dtype=self.param_dtype,
                        name="project")
-    v_a, v_b = run_on_both(lambda m, n: compose(drop(nn.relu(project(m))), n)[0],
+    v_a, v_b = run_on_both(lambda m, n: compose(drop(nn.relu(project(m))), valid_lens=n)[0],
                            m_a, a_len, m_b, b_len)  # (B, La, 2H), (B, Lb, 2H)
     pooled = jnp.concatenate([zoo.masked_mean_pool(v_a, a_len), zoo.masked_max_pool(v_a, a_len),
                               zoo.masked_mean_pool(v_b, b_len), zoo.masked_max_pool(v_b, b_len)],
@@ -372,8 +372,8 @@ class SiameseBiLSTM(nn.Module):
 
     def side(tokens, lengths):
       x = nn.Dropout(self.dropout_rate)(embed(tokens), deterministic=deterministic)
-      outputs, _ = encode(x, lengths)  # (2B, L, 2H)
-      pooled, weights = pool(outputs, lengths)  # (2B, 2H), (2B, L)
+      outputs, _ = encode(x, valid_lens=lengths)  # (2B, L, 2H)
+      pooled, weights = pool(outputs, valid_lens=lengths)  # (2B, 2H), (2B, L)
       return pooled[:, None, :], weights  # steps on axis 1 for run_on_both
 
     (u, a_weights), (v, b_weights) = run_on_both(side, batch["a"], batch["a_len"], batch["b"],

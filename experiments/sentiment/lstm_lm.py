@@ -193,7 +193,7 @@ class Trunk(nn.Module):
     x = self.word_dropout(self.embed(tokens), deterministic=deterministic)  # (B, L, De)
     if perturbation is not None:
       x = x + perturbation.astype(x.dtype)
-    outputs, finals = self.lstm(x, lengths)
+    outputs, finals = self.lstm(x, valid_lens=lengths)
     return outputs, finals[-1].h
 
 

@@ -161,7 +161,7 @@ class BiLSTMEncoder(nn.Module):
                             dropout_rate=self.dropout_rate, dtype=self.dtype,
                             param_dtype=self.param_dtype,
                             initializers=init.lstm(self.hidden_size), name="bilstm")(
-                                x, lengths, deterministic=deterministic)  # (B, L, 2H)
+                                x, valid_lens=lengths, deterministic=deterministic)  # (B, L, 2H)
     return outputs
 
 
@@ -242,12 +242,12 @@ class BiLSTMAttentionPool(_BiLSTMModel):
     outputs = self.encode(tokens, lengths, bigrams, deterministic)  # (B, L, 2H)
     if self.self_attention:
       outputs, _ = zoo.SimpleSelfAttention(dtype=self.encoder.dtype, name="self_attention")(
-          outputs, lengths)  # (B, L, 2H), (B, L, L)
+          outputs, valid_lens=lengths)  # (B, L, 2H), (B, L, L)
     init = self.encoder.initializers
     pooled, weights = zoo.AttentionPooling(
         score=self.score, features=self.score_features, dtype=self.encoder.dtype,
         param_dtype=self.encoder.param_dtype, query_init=init.query,
-        kernel_init=init.dense_kernel, name="pool")(outputs, lengths)  # (B, 2H), (B, L)
+        kernel_init=init.dense_kernel, name="pool")(outputs, valid_lens=lengths)  # (B, 2H), (B, L)
     return self.classify(pooled, deterministic), weights.astype(jnp.float32)
 
 
@@ -490,7 +490,7 @@ class NgramAttentionPool(nn.Module):
     pooled, weights = zoo.AttentionPooling(
         score=self.score, features=self.score_features, dtype=self.dtype,
         param_dtype=self.param_dtype, query_init=init.query, kernel_init=init.dense_kernel,
-        name="pool")(x, lengths)  # (B, E), (B, L)
+        name="pool")(x, valid_lens=lengths)  # (B, E), (B, L)
     logits = _Head(self.dropout_rate, self.dtype, self.param_dtype, init.dense_kernel,
                    name="head")(pooled, deterministic=deterministic)
     return logits, weights.astype(jnp.float32)

@@ -27,5 +27,5 @@ class PoolingClassifier(nn.Module):
   def __call__(self, tokens: jax.Array, lengths: jax.Array) -> tuple[jax.Array, jax.Array]:
     """tokens int (B, L), lengths int (B,) -> (logits (B, C), pooling weights (B, L))."""
     x = nn.Embed(self.vocab_size, self.embed_dim)(tokens)  # (B, L, D)
-    pooled, weights = AttentionPooling(score=self.score)(x, lengths)  # (B, D), (B, L)
+    pooled, weights = AttentionPooling(score=self.score)(x, valid_lens=lengths)  # (B, D), (B, L)
     return nn.Dense(self.num_classes)(pooled), weights

@@ -91,7 +91,7 @@ def test_cudnn_wrapper_equals_the_scan_lstm(monkeypatch, bidirectional):
                   for i in range(LAYERS))
 
   def loss(module, p):
-    outputs, finals = module.apply({"params": p}, x, LENGTHS, initial_state=initial)
+    outputs, finals = module.apply({"params": p}, x, valid_lens=LENGTHS, initial_state=initial)
     return jnp.sum(outputs ** 2) + sum(jnp.sum(s.h * s.c) for s in finals), (outputs, finals)
 
   (want_loss, (want_out, want_finals)), want_grads = jax.jit(jax.value_and_grad(
@@ -134,8 +134,8 @@ def test_fast_lstm_has_zoo_parameters_and_runs_the_scan_on_cpu():
   fast = fast_paths.FastLSTM(H, num_layers=LAYERS, bidirectional=True)
   fast_params = jax.eval_shape(fast.init, jax.random.key(2), x)["params"]
   assert jax.tree.map(jnp.shape, fast_params) == jax.tree.map(jnp.shape, params)
-  got, _ = jax.jit(fast.apply)({"params": params}, x, LENGTHS)
-  want, _ = jax.jit(model.apply)({"params": params}, x, LENGTHS)
+  got, _ = jax.jit(fast.apply)({"params": params}, x, valid_lens=LENGTHS)
+  want, _ = jax.jit(model.apply)({"params": params}, x, valid_lens=LENGTHS)
   np.testing.assert_array_equal(got, want)
   with pytest.raises(ValueError, match="implementation: unknown 'fused'"):
     jax.eval_shape(fast_paths.FastLSTM(H, implementation="fused").init, jax.random.key(0), x)
@@ -174,7 +174,8 @@ def _dot_generals(jaxpr) -> tuple[int, list[int]]:
 
 def test_lstm_input_projection_is_hoisted_out_of_the_scan():
   model, params, x = _lstm(True)
-  jaxpr = jax.make_jaxpr(lambda p: model.apply({"params": p}, x, LENGTHS))(params).jaxpr
+  run = lambda p: model.apply({"params": p}, x, valid_lens=LENGTHS)
+  jaxpr = jax.make_jaxpr(run)(params).jaxpr
   outside, scans = _dot_generals(jaxpr)
   # One input projection per layer (both directions, all steps) before its scan; inside each scan
   # only the recurrent product h W_hh (both directions in one batched dot).

@@ -52,7 +52,7 @@ def test_module_matches_reference_for_every_example(score):
   a_len, b_len = np.array([5, 2, 0], np.int32), np.array([7, 3, 4], np.int32)
   features = A if score == "additive" else None
   module = zoo.SoftAlignment(score=score, score_features=features)
-  variables = random_variables(module, a, b, a_len, b_len, seed=2)
+  variables = random_variables(module, a, b, valid_lens=(a_len, b_len), seed=2)
   p = jax.tree.map(lambda x: np.asarray(x, np.float64), variables.get("params", {}))
   if score == "dot":
     scores = np.einsum("bid,bjd->bij", a, b)
@@ -64,7 +64,7 @@ def test_module_matches_reference_for_every_example(score):
     s = p["scorer"]
     hidden = np.tanh((a @ s["w_q"])[:, :, None, :] + (b @ s["w_k"])[:, None, :, :])
     scores = hidden @ s["v"]
-  out = module.apply(variables, a, b, a_len, b_len)
+  out = module.apply(variables, a, b, valid_lens=(a_len, b_len))
   chex.assert_shape([out.b_for_a, out.a_for_b, out.a_to_b, out.b_to_a],
                     [(B, LA, D), (B, LB, D), (B, LA, LB), (B, LB, LA)])
   for n in range(B):
@@ -77,11 +77,11 @@ def test_padding_never_changes_the_valid_outputs_and_empty_sides_give_zeros():
   a, b = rand(3, B, LA, D), rand(4, B, LB, D)
   a_len, b_len = np.array([3, 5, 0], np.int32), np.array([2, 7, 6], np.int32)
   module = zoo.SoftAlignment()
-  variables = module.init(jax.random.key(0), a, b, a_len, b_len)
-  out = module.apply(variables, a, b, a_len, b_len)
+  variables = module.init(jax.random.key(0), a, b, valid_lens=(a_len, b_len))
+  out = module.apply(variables, a, b, valid_lens=(a_len, b_len))
   noisy_a, noisy_b = a.copy(), b.copy()
   noisy_a[0, 3:], noisy_b[0, 2:] = 1e4, -1e4
-  noisy = module.apply(variables, noisy_a, noisy_b, a_len, b_len)
+  noisy = module.apply(variables, noisy_a, noisy_b, valid_lens=(a_len, b_len))
   np.testing.assert_allclose(noisy.b_for_a[0, :3], out.b_for_a[0, :3], rtol=1e-6)
   np.testing.assert_allclose(noisy.a_for_b[0, :2], out.a_for_b[0, :2], rtol=1e-6)
   np.testing.assert_array_equal(out.a_to_b[0, 3:], 0.0)
@@ -98,7 +98,7 @@ def test_values_are_averaged_instead_of_the_scored_vectors_when_given():
   a_val, b_val = rand(7, B, LA, 3), rand(8, B, LB, 3)
   a_len, b_len = np.array([5, 4, 1], np.int32), np.array([1, 7, 2], np.int32)
   module = zoo.SoftAlignment()
-  out = module.apply({}, a, b, a_len, b_len, a_values=a_val, b_values=b_val)
+  out = module.apply({}, a, b, valid_lens=(a_len, b_len), a_values=a_val, b_values=b_val)
   np.testing.assert_allclose(out.b_for_a, np.einsum("bij,bjv->biv", out.a_to_b, b_val),
                              rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(out.a_for_b, np.einsum("bji,biv->bjv", out.b_to_a, a_val),
@@ -113,7 +113,7 @@ def test_jit_and_grad_are_finite_with_an_empty_side():
   @jax.jit
   @chex.assert_max_traces(n=1)
   def loss(a, b):
-    out = module.apply({}, a, b, a_len, b_len)
+    out = module.apply({}, a, b, valid_lens=(a_len, b_len))
     return sum(jnp.sum(x ** 2) for x in out)
 
   grads = jax.grad(loss, argnums=(0, 1))(jnp.asarray(a), jnp.asarray(b))
@@ -123,8 +123,10 @@ def test_jit_and_grad_are_finite_with_an_empty_side():
 
 
 @pytest.mark.parametrize("bad, message", [
-    (dict(a_len=np.array([5, 6, 1], np.int32)), "a_len must lie in \\[0, 5\\]"),
-    (dict(b_len=np.array([1.0, 2.0, 3.0], np.float32)), "b_len: expected an integer array"),
+    (dict(a_len=np.array([5, 6, 1], np.int32)), "valid_lens\\[0\\] \\(a_len\\) must lie in "
+     "\\[0, 5\\]"),
+    (dict(b_len=np.array([1.0, 2.0, 3.0], np.float32)),
+     "valid_lens\\[1\\] \\(b_len\\): expected an integer array"),
     (dict(b=rand(0, B, LB, D + 1)), "b"),
     (dict(a=rand(0, B + 1, LA, D)), "a"),
     (dict(a_values=rand(0, B, LA + 1, D)), "a_values"),
@@ -134,5 +136,6 @@ def test_bad_arguments_name_the_argument(bad, message):
               b_len=np.array([7, 3, 4], np.int32))
   values = {k: bad.pop(k) for k in list(bad) if k.endswith("_values")}
   args.update(bad)
+  lens = (args.pop("a_len"), args.pop("b_len"))
   with pytest.raises(ValueError, match=message):
-    zoo.SoftAlignment().apply({}, **args, **values)
+    zoo.SoftAlignment().apply({}, args["a"], args["b"], valid_lens=lens, **values)

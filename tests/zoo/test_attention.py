@@ -32,8 +32,8 @@ def test_d2l_worked_example_for_every_score(score):
   queries = jnp.ones((2, 1, 2))
   valid_lens = jnp.array([2, 6])
   attention = zoo.Attention(score=score)
-  variables = random_variables(attention, queries, keys, values, valid_lens, seed=0)
-  context, weights = attention.apply(variables, queries, keys, values, valid_lens)
+  variables = random_variables(attention, queries, keys, values, valid_lens=valid_lens, seed=0)
+  context, weights = attention.apply(variables, queries, keys, values, valid_lens=valid_lens)
   np.testing.assert_allclose(context, [[[2, 3, 4, 5]], [[10, 11, 12, 13]]], rtol=1e-6)
   np.testing.assert_allclose(weights[0, 0], [0.5] * 2 + [0] * 8, rtol=1e-6)
   np.testing.assert_allclose(weights[1, 0], [1 / 6] * 6 + [0] * 4, rtol=1e-6)
@@ -44,7 +44,7 @@ def test_scaled_dot_matches_numpy_with_per_row_lengths_and_mask():
   valid_lens = np.array([[7, 1, 3, 0, 5], [2, 2, 2, 2, 2], [4, 6, 7, 7, 1]], np.int32)
   mask = rand(3, 1, Q, K) > -0.8  # broadcast over the batch
   attention = zoo.Attention()
-  context, weights = attention.apply({}, queries, keys, values, valid_lens, mask=mask)
+  context, weights = attention.apply({}, queries, keys, values, valid_lens=valid_lens, mask=mask)
   scores = np.einsum("bqd,bkd->bqk", queries, keys) / np.sqrt(DK)
   expected_context, expected_weights = _np_masked_attention(
       scores, values, _np_lengths_mask(valid_lens, Q, K) & mask)
@@ -57,13 +57,13 @@ def test_additive_matches_numpy_with_per_example_lengths():
   queries, keys, values = rand(4, B, Q, DQ), rand(5, B, K, DK), rand(6, B, K, DV)
   valid_lens = np.array([3, 7, 1], np.int32)
   attention = zoo.Attention(score="additive", score_features=8)
-  variables = random_variables(attention, queries, keys, values, valid_lens, seed=1)
+  variables = random_variables(attention, queries, keys, values, valid_lens=valid_lens, seed=1)
   p = jax.tree.map(np.asarray, variables["params"]["scorer"])
   assert p["w_q"].shape == (DQ, 8)
   hidden = np.tanh((queries @ p["w_q"])[:, :, None, :] + (keys @ p["w_k"])[:, None, :, :])
   expected_context, expected_weights = _np_masked_attention(
       hidden @ p["v"], values, _np_lengths_mask(valid_lens, Q, K))
-  context, weights = attention.apply(variables, queries, keys, values, valid_lens)
+  context, weights = attention.apply(variables, queries, keys, values, valid_lens=valid_lens)
   np.testing.assert_allclose(weights, expected_weights, rtol=1e-5, atol=1e-7)
   np.testing.assert_allclose(context, expected_context, rtol=1e-5, atol=1e-6)
 
@@ -72,8 +72,8 @@ def test_lengths_shapes_and_mask_agree():
   queries, keys, values = rand(7, B, Q, DK), rand(8, B, K, DK), rand(9, B, K, DV)
   lens = jnp.array([2, 7, 4])
   attention = zoo.Attention(score="dot")
-  per_example = attention.apply({}, queries, keys, values, lens)
-  per_row = attention.apply({}, queries, keys, values, jnp.tile(lens[:, None], (1, Q)))
+  per_example = attention.apply({}, queries, keys, values, valid_lens=lens)
+  per_row = attention.apply({}, queries, keys, values, valid_lens=jnp.tile(lens[:, None], (1, Q)))
   as_mask = attention.apply({}, queries, keys, values,
                             mask=zoo.sequence_mask(lens, K)[:, None, :])
   chex.assert_trees_all_close(per_example, per_row, as_mask, rtol=1e-6)
@@ -87,13 +87,14 @@ def test_jit_grad_and_no_retrace():
   @jax.jit
   @chex.assert_max_traces(n=1)
   def loss(variables, queries, keys, values, lens):
-    context, _ = attention.apply(variables, queries, keys, values, lens)
+    context, _ = attention.apply(variables, queries, keys, values, valid_lens=lens)
     return (context ** 2).sum()
 
   for seed in range(3):
     lens = jnp.array([seed + 1, 7, 3])
     value = loss(variables, queries + seed, keys, values, lens)
-    eager = (attention.apply(variables, queries + seed, keys, values, lens)[0] ** 2).sum()
+    eager = attention.apply(variables, queries + seed, keys, values, valid_lens=lens)[0]
+    eager = (eager ** 2).sum()
     np.testing.assert_allclose(value, eager, rtol=1e-5)
   grads = jax.grad(loss, argnums=(0, 1, 2, 3))(variables, queries, keys, values, jnp.array([1, 7, 3]))
   for leaf in jax.tree.leaves(grads):
@@ -105,17 +106,17 @@ def test_bfloat16_and_fully_masked_rows_give_zeros_and_finite_gradients():
   lens = jnp.array([0, 7, 3])  # example 0 has no key to attend to
   attention16 = zoo.Attention(score="concat", dtype=jnp.bfloat16)
   attention32 = zoo.Attention(score="concat")
-  variables = random_variables(attention16, queries, keys, values, lens, seed=3)
+  variables = random_variables(attention16, queries, keys, values, valid_lens=lens, seed=3)
   assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(variables))
 
   def loss(variables, queries, keys, values):
-    context, _ = attention16.apply(variables, queries, keys, values, lens)
+    context, _ = attention16.apply(variables, queries, keys, values, valid_lens=lens)
     return (context.astype(jnp.float32) ** 2).sum()
 
   @jax.jit
   def run(variables, queries, keys, values):  # one compilation
-    return (attention16.apply(variables, queries, keys, values, lens),
-            attention32.apply(variables, queries, keys, values, lens)[0],
+    return (attention16.apply(variables, queries, keys, values, valid_lens=lens),
+            attention32.apply(variables, queries, keys, values, valid_lens=lens)[0],
             jax.grad(loss, argnums=(0, 1, 2, 3))(variables, queries, keys, values))
 
   (context16, weights16), context32, grads = run(variables, queries, keys, values)
@@ -159,9 +160,10 @@ def test_jax_vmap_over_apply():
 def test_bad_arguments_are_named():
   q, k, v = jnp.zeros((B, Q, DK)), jnp.zeros((B, K, DK)), jnp.zeros((B, K, DV))
   apply = lambda *args, **kw: zoo.Attention().apply({}, *args, **kw)  # noqa: E731
-  with pytest.raises(ValueError, match=r"queries: expected an array of rank 3, got shape \(5, 4\)"):
-    apply(q[0], k, v)
-  with pytest.raises(ValueError, match=r"queries and keys disagree: queries.shape\[0\] = 2"):
+  with pytest.raises(ValueError, match=r"queries: expected an array of rank >= 2, got shape \(4,\)"):
+    apply(q[0, 0], k, v)
+  with pytest.raises(ValueError, match=r"keys: expected the batch axes \(2,\) of queries followed "
+                                       r"by 2 per-example axes, got shape \(3, 7, 4\)"):
     apply(q[:2], k, v)
   with pytest.raises(ValueError, match=r"keys and values disagree: keys.shape\[1\] = 7 but "
                                        r"values.shape\[1\] = 6"):
@@ -171,10 +173,10 @@ def test_bad_arguments_are_named():
   with pytest.raises(ValueError, match="values: expected a floating-point array"):
     apply(q, k, v.astype(jnp.int32))
   with pytest.raises(ValueError, match=r"valid_lens with shape \(3, 4\) does not match the score "
-                                       r"rows \(B, Q\) = \(3, 5\)"):
-    apply(q, k, v, jnp.ones((B, 4), jnp.int32))
+                                       r"rows \(\*batch, Q\) = \(3, 5\)"):
+    apply(q, k, v, valid_lens=jnp.ones((B, 4), jnp.int32))
   with pytest.raises(ValueError, match=r"valid_lens must lie in \[0, 7\]"):
-    apply(q, k, v, jnp.array([1, 8, 2]))
+    apply(q, k, v, valid_lens=jnp.array([1, 8, 2]))
   with pytest.raises(ValueError, match="mask: expected a boolean array"):
     apply(q, k, v, mask=jnp.ones((B, Q, K)))
   with pytest.raises(ValueError, match=r"mask with shape \(3, 5, 6\) does not broadcast"):
@@ -195,19 +197,20 @@ def test_projected_keys_give_the_same_attention_and_are_additive_only():
   queries, keys, values = (x.astype(jnp.float32) for x in (queries, keys, values))
   attention = zoo.Attention("additive", score_features=a)
   variables = attention.init(jax.random.key(1), queries, keys, values)
-  want = attention.apply(variables, queries, keys, values, lens)
+  want = attention.apply(variables, queries, keys, values, valid_lens=lens)
   projected = attention.apply(variables, keys, method=attention.project_keys)
   chex.assert_shape(projected, (b, k, a))
   np.testing.assert_allclose(projected, keys @ variables["params"]["scorer"]["w_k"], rtol=1e-6)
-  got = attention.apply(variables, queries, projected, values, lens, keys_projected=True)
+  got = attention.apply(variables, queries, projected, values, valid_lens=lens, keys_projected=True)
   chex.assert_trees_all_close(got, want, atol=1e-6)
   # Initialized through the two-step path: the same parameters by name and shape (drawn in
   # another order, so other values for the same seed), and the plain call works with them.
   def two_step(module, queries, keys, values, lens=None):
-    return module(queries, module.project_keys(keys), values, lens, keys_projected=True)
+    return module(queries, module.project_keys(keys), values, valid_lens=lens,
+                  keys_projected=True)
   staged = attention.init(jax.random.key(1), queries, keys, values, method=two_step)
   chex.assert_trees_all_equal_shapes_and_dtypes(staged, variables)
-  chex.assert_trees_all_close(attention.apply(staged, queries, keys, values, lens),
+  chex.assert_trees_all_close(attention.apply(staged, queries, keys, values, valid_lens=lens),
                               attention.apply(staged, queries, keys, values, lens, method=two_step),
                               atol=1e-6)
   with pytest.raises(ValueError, match="only the 'additive' score projects its keys"):

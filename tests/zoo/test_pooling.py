@@ -22,12 +22,12 @@ def _np_pool(scores, x, valid_lens):
 def test_additive_pooling_is_nndl_formula():
   x, lens = rand(0, B, L, D), np.array([7, 2, 4], np.int32)
   pool = zoo.AttentionPooling(features=A)
-  variables = random_variables(pool, x, lens, seed=0)
+  variables = random_variables(pool, x, valid_lens=lens, seed=0)
   p = jax.tree.map(np.asarray, variables["params"])
   q, u, w, v = p["query"][0], p["scorer"]["w_q"], p["scorer"]["w_k"], p["scorer"]["v"]
   scores = np.tanh(x @ w + q @ u) @ v  # s = v^T tanh(X W + q^T U), (B, L)
   expected_context, expected_weights = _np_pool(scores, x, lens)
-  context, weights = pool.apply(variables, x, lens)
+  context, weights = pool.apply(variables, x, valid_lens=lens)
   np.testing.assert_allclose(weights, expected_weights, rtol=1e-5, atol=1e-7)
   np.testing.assert_allclose(context, expected_context, rtol=1e-5, atol=1e-6)
 
@@ -35,46 +35,47 @@ def test_additive_pooling_is_nndl_formula():
 def test_dot_pooling_is_x_times_query_and_ignores_padding():
   x, lens = rand(1, B, L, D), np.array([1, 6, 0], np.int32)
   pool = zoo.AttentionPooling(score="dot")
-  variables = random_variables(pool, x, lens, seed=1)
+  variables = random_variables(pool, x, valid_lens=lens, seed=1)
   query = np.asarray(variables["params"]["query"][0])
   assert query.shape == (D,)
   expected_context, expected_weights = _np_pool(x @ query, x, lens)
-  context, weights = pool.apply(variables, x, lens)
+  context, weights = pool.apply(variables, x, valid_lens=lens)
   np.testing.assert_allclose(weights, expected_weights, rtol=1e-5, atol=1e-7)
   np.testing.assert_allclose(context, expected_context, rtol=1e-5, atol=1e-6)
   np.testing.assert_array_equal(context[2], 0.0)
   # Changing padded steps changes nothing.
   padded = x.copy()
   padded[0, 1:] = 1e4
-  chex.assert_trees_all_close(pool.apply(variables, padded, lens), (context, weights))
+  chex.assert_trees_all_close(pool.apply(variables, padded, valid_lens=lens), (context, weights))
 
 
 @pytest.mark.parametrize("score", ["scaled_dot", "bilinear", "concat"])
 def test_other_scores_pool_with_valid_weights(score):
   x, lens = rand(2, B, L, D), jnp.array([3, 7, 5])
   pool = zoo.AttentionPooling(score=score)
-  variables = random_variables(pool, x, lens, seed=2)
-  context, weights = pool.apply(variables, x, lens)
+  variables = random_variables(pool, x, valid_lens=lens, seed=2)
+  context, weights = pool.apply(variables, x, valid_lens=lens)
   assert context.shape == (B, D) and weights.shape == (B, L)
   np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
   np.testing.assert_array_equal(weights[0, 3:], 0.0)
   np.testing.assert_allclose(context, jnp.einsum("bl,bld->bd", weights, x), rtol=1e-5, atol=1e-6)
   # No lengths means all steps are valid.
-  chex.assert_trees_all_close(pool.apply(variables, x), pool.apply(variables, x, jnp.full(B, L)))
+  chex.assert_trees_all_close(pool.apply(variables, x), pool.apply(variables, x, valid_lens=jnp.full(B, L)))
 
 
 def test_pooling_jit_grad_bfloat16_and_vmap():
   x, lens = rand(3, B, L, D), jnp.array([3, 7, 0])  # example 2 has no valid step
   pool, pool16 = zoo.AttentionPooling(), zoo.AttentionPooling(dtype=jnp.bfloat16)
-  variables = random_variables(pool16, x, lens, seed=3)
+  variables = random_variables(pool16, x, valid_lens=lens, seed=3)
   assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(variables))
-  loss = lambda module, v: (module.apply(v, x, lens)[0].astype(jnp.float32) ** 2).sum()
+  loss = lambda module, v: (module.apply(v, x, valid_lens=lens)[0].astype(jnp.float32) ** 2).sum()
 
   @jax.jit
   def run(variables):  # one compilation
-    mapped, _ = jax.vmap(pool.apply, in_axes=(None, 0, None))(variables, jnp.stack([x, x[::-1]]),
-                                                               lens)
-    return (pool16.apply(variables, x, lens), pool.apply(variables, x, lens), mapped,
+    mapped, _ = jax.vmap(lambda xi: pool.apply(variables, xi, valid_lens=lens))(
+        jnp.stack([x, x[::-1]]))
+    return (pool16.apply(variables, x, valid_lens=lens), pool.apply(variables, x, valid_lens=lens),
+            mapped,
             [jax.grad(loss, argnums=1)(module, variables) for module in (pool, pool16)])
 
   (context16, weights16), (context32, _), mapped, grads = run(variables)
@@ -84,7 +85,7 @@ def test_pooling_jit_grad_bfloat16_and_vmap():
   for leaf in jax.tree.leaves(grads):
     assert np.all(np.isfinite(leaf)) and np.abs(leaf).sum() > 0
   np.testing.assert_allclose(mapped[0], context32, rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(mapped[1], pool.apply(variables, x[::-1], lens)[0], rtol=1e-5,
+  np.testing.assert_allclose(mapped[1], pool.apply(variables, x[::-1], valid_lens=lens)[0], rtol=1e-5,
                              atol=1e-6)
 
 
@@ -117,7 +118,7 @@ def test_pooling_bad_arguments():
   with pytest.raises(ValueError, match="x: expected a floating-point array"):
     zoo.AttentionPooling().init(jax.random.key(0), x.astype(jnp.int32))
   with pytest.raises(ValueError, match=r"valid_lens with shape \(2,\) does not match"):
-    zoo.AttentionPooling().init(jax.random.key(0), x, jnp.array([1, 2]))
+    zoo.AttentionPooling().init(jax.random.key(0), x, valid_lens=jnp.array([1, 2]))
   with pytest.raises(ValueError, match="features: the 'dot' score has no hidden layer"):
     zoo.AttentionPooling(score="dot", features=3).init(jax.random.key(0), x)
 

@@ -41,7 +41,7 @@ def bilstm():
   """A 2-layer BiLSTM, its variables from `init`, inputs, and a jitted apply."""
   model = zoo.BiLSTM(H, num_layers=2, dropout_rate=0.3)
   x = _normal(B, L, D)
-  variables = jax.jit(model.init)(jax.random.key(1), x, LENGTHS)
+  variables = jax.jit(model.init)(jax.random.key(1), x, valid_lens=LENGTHS)
   # A non-zero bias so that every term of the equations is exercised.
   variables["params"]["layers_0"]["input"]["bias"] = _normal(2, 4 * H, scale=0.5)
   apply = jax.jit(model.apply, static_argnames="deterministic")
@@ -51,14 +51,14 @@ def bilstm():
 @pytest.fixture(scope="module")
 def bilstm_outputs(bilstm):
   model, variables, x, apply = bilstm
-  return apply(variables, x, LENGTHS)
+  return apply(variables, x, valid_lens=LENGTHS)
 
 
 def test_bilstm_with_lengths_matches_numpy_on_each_unpadded_example(bilstm):
   model, variables, x, apply = bilstm
   # Non-zero initial states show that each direction starts from its own half.
   init = tuple(zoo.LSTMState(_normal(B, 2 * H), _normal(B, 2 * H, scale=2.0)) for _ in range(2))
-  outputs, final = apply(variables, x, LENGTHS, initial_state=init)
+  outputs, final = apply(variables, x, valid_lens=LENGTHS, initial_state=init)
   assert outputs.shape == (B, L, 2 * H) and len(final) == 2
   chex.assert_shape([s for layer in final for s in layer], (B, 2 * H))
   for b, n in enumerate(LENGTHS):
@@ -76,7 +76,7 @@ def test_bilstm_with_lengths_equals_each_example_run_alone(bilstm, bilstm_output
   model, variables, x, apply = bilstm
   # Garbage in the padding must not leak into anything.
   garbage = x.at[1, 4:].set(100.0).at[2, 1:].set(-50.0)
-  outputs, final = apply(variables, garbage, LENGTHS)
+  outputs, final = apply(variables, garbage, valid_lens=LENGTHS)
   chex.assert_trees_all_close((outputs, final), bilstm_outputs, atol=1e-6)
   for b, n in enumerate(LENGTHS):
     alone, alone_final = apply(variables, x[b:b + 1, :n])  # lengths None: all real
@@ -143,8 +143,8 @@ def test_forward_lstm_step_by_step_equals_sequence(lstm):
 def test_dropout_between_layers_only_in_training(bilstm, bilstm_outputs):
   model, variables, x, apply = bilstm
   rngs = {"dropout": jax.random.key(10)}
-  a, a_final = apply(variables, x, LENGTHS, deterministic=False, rngs=rngs)
-  b, _ = apply(variables, x, LENGTHS, deterministic=False, rngs={"dropout": jax.random.key(11)})
+  a, a_final = apply(variables, x, valid_lens=LENGTHS, deterministic=False, rngs=rngs)
+  b, _ = apply(variables, x, valid_lens=LENGTHS, deterministic=False, rngs={"dropout": jax.random.key(11)})
   assert not np.allclose(a, b)
   assert not np.allclose(a, bilstm_outputs[0])
   np.testing.assert_array_equal(a[2, 1:], 0.0)  # padded outputs stay zero
@@ -159,7 +159,7 @@ def test_jit_grad_no_retrace_and_padding_gets_no_gradient(bilstm):
 
   @chex.assert_max_traces(n=1)
   def loss(params, x, lengths):
-    outputs, final = model.apply({"params": params}, x, lengths)
+    outputs, final = model.apply({"params": params}, x, valid_lens=lengths)
     return (outputs ** 2).sum() + sum((s.h ** 2).sum() for s in final)
 
   grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
@@ -175,7 +175,7 @@ def test_jit_grad_no_retrace_and_padding_gets_no_gradient(bilstm):
 def test_vmap_over_an_extra_axis(bilstm, bilstm_outputs):
   model, variables, x, _ = bilstm
   xs = jnp.stack([-x, x])
-  outputs, final = jax.jit(jax.vmap(lambda xi: model.apply(variables, xi, LENGTHS)))(xs)
+  outputs, final = jax.jit(jax.vmap(lambda xi: model.apply(variables, xi, valid_lens=LENGTHS)))(xs)
   np.testing.assert_allclose(outputs[1], bilstm_outputs[0], atol=1e-6)
   assert final[1].c.shape == (2, B, 2 * H)
 
@@ -185,7 +185,7 @@ def test_bfloat16_runs_close_to_float32(bilstm, bilstm_outputs):
   half = zoo.BiLSTM(H, num_layers=2, dtype=jnp.bfloat16)
 
   def loss(params):
-    outputs, final = half.apply({"params": params}, x, LENGTHS)
+    outputs, final = half.apply({"params": params}, x, valid_lens=LENGTHS)
     return outputs.astype(jnp.float32).sum(), (outputs, final)
 
   grads, (outputs, final) = jax.jit(jax.grad(loss, has_aux=True))(variables["params"])
@@ -213,28 +213,29 @@ def test_directions_first_splits_the_side_by_side_halves():
 
 def test_bad_arguments_raise_naming_them(bilstm):
   model, variables, x, _ = bilstm
-  with pytest.raises(ValueError, match="lengths and x disagree"):
-    model.apply(variables, x, jnp.array([1, 2]))
-  with pytest.raises(ValueError, match="lengths: expected an integer array"):
-    model.apply(variables, x, jnp.array([1.0, 2.0, 3.0]))
-  with pytest.raises(ValueError, match=r"lengths must lie in \[0, 7\]"):
-    model.apply(variables, x, jnp.array([1, 8, 3]))
-  with pytest.raises(ValueError, match="x: expected an array of rank 3"):
-    model.apply(variables, x[0], LENGTHS)
+  with pytest.raises(ValueError, match=r"valid_lens with shape \(2,\) does not match the batch axes"):
+    model.apply(variables, x, valid_lens=jnp.array([1, 2]))
+  with pytest.raises(ValueError, match="valid_lens: expected an integer array"):
+    model.apply(variables, x, valid_lens=jnp.array([1.0, 2.0, 3.0]))
+  with pytest.raises(ValueError, match=r"valid_lens must lie in \[0, 7\]"):
+    model.apply(variables, x, valid_lens=jnp.array([1, 8, 3]))
+  with pytest.raises(ValueError, match=r"x: expected an array of rank >= 2, got shape \(5,\)"):
+    model.apply(variables, x[0, 0])
   with pytest.raises(ValueError, match="initial_state: expected a tuple of 2"):
-    model.apply(variables, x, LENGTHS, initial_state=recurrent.zero_states(1, B, 2 * H))
+    model.apply(variables, x, valid_lens=LENGTHS, initial_state=recurrent.zero_states(1, B, 2 * H))
   with pytest.raises(ValueError, match=r"initial_state\[1\].c: expected shape \(3, 8\)"):
     bad = recurrent.zero_states(2, B, 2 * H)
     bad = (bad[0], zoo.LSTMState(bad[1].h, jnp.zeros((B, H))))
-    model.apply(variables, x, LENGTHS, initial_state=bad)
+    model.apply(variables, x, valid_lens=LENGTHS, initial_state=bad)
   layer = zoo.LSTMLayer(H, bidirectional=True)
   layer_params = {"params": variables["params"]["layers_0"]}
-  with pytest.raises(ValueError, match=r"x: expected an array of rank 3, got shape \(7, 5\)"):
-    layer.apply(layer_params, x[0])
-  with pytest.raises(ValueError, match=r"lengths must lie in \[0, 7\]"):
-    layer.apply(layer_params, x, jnp.array([1, 9, 3]))
+  with pytest.raises(ValueError, match=r"x: expected an array of rank >= 2, got shape \(5,\)"):
+    layer.apply(layer_params, x[0, 0])
+  with pytest.raises(ValueError, match=r"valid_lens must lie in \[0, 7\]"):
+    layer.apply(layer_params, x, valid_lens=jnp.array([1, 9, 3]))
   with pytest.raises(ValueError, match=r"initial_state.h: expected shape \(3, 8\), got \(3, 4\)"):
-    layer.apply(layer_params, x, LENGTHS, zoo.LSTMState(jnp.zeros((B, H)), jnp.zeros((B, H))))
+    layer.apply(layer_params, x, valid_lens=LENGTHS,
+                initial_state=zoo.LSTMState(jnp.zeros((B, H)), jnp.zeros((B, H))))
   with pytest.raises(ValueError, match=r"gates with shape \(3, 12\) must be 4 times as wide as the "
                                        r"cell c with shape \(3, 4\)"):
     zoo.lstm_update(jnp.zeros((B, 3 * H)), jnp.zeros((B, H)))

@@ -250,7 +250,7 @@ def test_pre_and_post_norm_both_train(normalize_before):
   @jax.jit
   def train_step(params, opt_state):
     def loss_fn(params):
-      out = decoder.apply({"params": params}, x, enc_outputs, self_mask=causal, cross_mask=cross)
+      out = decoder.apply({"params": params}, x, enc_outputs, self_mask=causal, mask=cross)
       return jnp.mean((out - target) ** 2)
     loss, grads = jax.value_and_grad(loss_fn)(params)
     updates, opt_state = optimizer.update(grads, opt_state)
@@ -361,13 +361,13 @@ def test_argument_errors():
   with pytest.raises(ValueError, match="tokens: expected an array of rank 1"):
     jax.eval_shape(functools.partial(model.apply, method=Transformer.decode_step), variables,
                    {"position": jnp.array(0)}, tgt)
-  with pytest.raises(ValueError, match="x: expected an array of rank 3"):
-    jax.eval_shape(EncoderBlock(**BLOCK).init, jax.random.key(0), _floats(0, S, D))
+  with pytest.raises(ValueError, match=r"x: expected an array of rank >= 2, got shape \(7,\)"):
+    jax.eval_shape(EncoderBlock(**BLOCK).init, jax.random.key(0), _floats(0, S))
   x, enc_outputs = _floats(0, B, T, D), _floats(1, B, S, D)
   init = functools.partial(jax.eval_shape, DecoderBlock(**BLOCK).init, jax.random.key(0))
-  with pytest.raises(ValueError, match=r"cross_mask with shape \(3, 1, 1, 5\) does not broadcast "
-                                       r"to the scores \(B, H, Q, K\) = \(3, 4, 5, 7\)"):
-    init(x, enc_outputs, cross_mask=jnp.ones((B, 1, 1, T), bool))  # built for the wrong length
+  with pytest.raises(ValueError, match=r"mask with shape \(3, 1, 1, 5\) does not broadcast "
+                                       r"to the scores \(\*batch, H, Q, K\) = \(3, 4, 5, 7\)"):
+    init(x, enc_outputs, mask=jnp.ones((B, 1, 1, T), bool))  # built for the wrong length
   with pytest.raises(ValueError, match="self_mask: expected a boolean array"):
     init(x, enc_outputs, self_mask=jnp.ones((T, T)))
   with pytest.raises(ValueError, match="enc_outputs: expected a floating-point array"):
