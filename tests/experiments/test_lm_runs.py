@@ -30,6 +30,7 @@ from experiments import runs
 from experiments import steps
 from experiments import train_state
 from experiments import trainer
+from experiments.console import echo
 from experiments.explorer import service
 from experiments.sentiment import lm_configs
 from experiments.sentiment.lm_tasks import make_task
@@ -275,9 +276,10 @@ def test_predict_classifies_new_reviews_by_both_views(classifier, capsys):
   out = capsys.readouterr().out.splitlines()
   run = runs.load_run(classifier)
   task = run.task
-  labels = [line.split("\t") for line in out if not line.startswith("  ")]
-  assert [text for _, _, text in labels] == REVIEWS
-  for (label, probability, text), prediction in zip(labels, task.predict(run.params, REVIEWS)):
+  labels = [line.split("\t") for line in out]  # one line per review: no --weights
+  assert [text for _, _, text in labels] == [echo(review) for review in REVIEWS]
+  for (label, probability, _), text, prediction in zip(labels, REVIEWS,
+                                                       task.predict(run.params, REVIEWS)):
     # The mean of the log-odds of the head and tail and of the first 7 words, by hand.
     ids = task.encode(text)[1]
     ids = [i if i < 500 else 1 for i in ids]
