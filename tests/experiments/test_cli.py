@@ -109,7 +109,7 @@ def test_train_help_after_an_experiment_lists_its_models_and_settings(capsys):
       "             param_dtype, prefetch, progress_bar, divergence_factor",
       "  optimizer  name, learning_rate, b1, b2, eps, weight_decay, momentum, grad_clip_norm, "
       "schedule,",
-      "             warmup_steps, decay_steps, min_lr_ratio",
+      "             warmup_steps, warmup_fraction, decay_steps, min_lr_ratio",
       "  model      embed_dim, hidden, dropout",
       "  data       n_train, n_dev, n_test, seq_len, vocab_size, nan_at_batch, signal_at_batch,",
       "             kill_at_batch, fault_process"]
