@@ -7,7 +7,7 @@
 
 Each FILE is a member file: dev's and test's log-odds of 'positive' with IMDB's record indices and
 labels, as `ensemble.py --save-members` writes them for its own models (the run, NBSVM, paragraph
-vectors, the region CNN) and `lstm_lm.save_member` for any model's. All must score the same dev
+vectors) and `lstm_lm.save_member` for any model's. All must score the same dev
 and test reviews in the same order (the first file's are the reference; a file of other reviews
 is refused, naming it). The weights are chosen on dev by ensemble.py's rules (its docstring:
 'log_loss' by default, or 'grid'), with the same stability measures, and test is scored once; the

@@ -1,11 +1,9 @@
-"""A trained sentiment run blended on dev with NBSVM, paragraph vectors and a region CNN.
+"""A trained sentiment run blended on dev with NBSVM, paragraph vectors and other members.
 
     python -m experiments.sentiment.ensemble --workdir runs/imdb_self/student \
         --out runs/imdb_self/student/ensemble.json [--max-n 3] [--costs 0.1 0.3 1] \
         [--train-on labelled all] [--pv-epochs 10] [--pv-dim 100] [--pv-workers 2] \
-        [--blend log_loss|grid] [--checkpoint best] [--data-dir DIR] \
-        [--region-epochs 0] [--region-pretrain-epochs 2] [--region-width 5] \
-        [--region-features 1000] [--region-embedding FILE [FILE ...]] [--member NAME=FILE ...] \
+        [--blend log_loss|grid] [--checkpoint best] [--data-dir DIR] [--member NAME=FILE ...] \
         [--save-members DIR]
 
 Reads the run's data exactly as the run was trained (its protocol, vocabulary, and for a
@@ -16,26 +14,15 @@ self-training student its pseudo-labelled reviews) and fits two more models on i
 - paragraph vectors (paragraph_vectors.py; `--pv-epochs 0` leaves them out): PV-DBOW learns a
   vector for each labelled training review and each of IMDB's unlabelled reviews, logistic
   regression on the labelled ones' vectors for each C of paragraph_vectors.PV_COSTS;
-- on request (`--region-epochs N`, N > 0), the region CNN (region_cnn.py): region embeddings
-  pretrained on the labelled training reviews and the unlabelled ones (`--region-pretrain-epochs`;
-  0 trains the bag-of-words CNN alone), then the CNN on the labelled training reviews for N
-  epochs (with a self-training student's pseudo-labelled reviews too: `--region-train-on all`),
-  the epoch with the best dev accuracy kept. The pretrained embedding is saved beside
-  --out (`<out without .json>.region.npz`); `--region-embedding FILE ...` reuses one or more
-  instead of pretraining (each from a run with the same vocabulary, of any region width; the CNN
-  reads them all, as Johnson and Zhang combine embeddings of several widths), and with an explicit
-  `--region-pretrain-epochs` above 0 also pretrains one more, of `--region-width` words, and
-  saves it.
-
 - on request (`--member NAME=FILE`, repeatable), a model trained elsewhere, by its dev and test
   log-odds of 'positive' in FILE (lstm_lm.save_member's form, e.g. docs/runs/imdb_lm/'s
   classifier-seedS.npz: the LSTM classifier fine-tuned from a language model pretrained on the
-  reviews). Its reviews are
-  lined up with the run's by IMDB's record indices, which must be dev's and test's exactly.
+  reviews). Its reviews are lined up with the run's by IMDB's record indices, which must be dev's
+  and test's exactly.
 
-With `--save-members DIR` each of the command's own models (the run, NBSVM, paragraph vectors,
-the region CNN) is written to DIR/NAME.npz in the member format, so that blend.py blends saved
-models in seconds, or a later ensemble reads one as a `--member`, without fitting it again.
+With `--save-members DIR` each of the command's own models (the run, NBSVM, paragraph vectors) is
+written to DIR/NAME.npz in the member format, so that blend.py blends saved models in seconds, or
+a later ensemble reads one as a `--member`, without fitting it again.
 
 Of each model the fit with the best dev accuracy is kept; then the models' log-odds of 'positive'
 are blended:
@@ -64,7 +51,6 @@ stderr.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import os
@@ -83,7 +69,6 @@ from experiments.console import Console
 from experiments.console import UsageError
 from experiments.console import run_command
 from experiments.sentiment import fitted
-from experiments.sentiment import region_cnn
 from experiments.sentiment.cli import load_sentiment_run
 from experiments.log_odds import accuracies
 from experiments.log_odds import accuracy
@@ -91,7 +76,6 @@ from experiments.sentiment.lstm_lm import save_member
 from experiments.sentiment.nbsvm import fit_nbsvm
 from experiments.sentiment.paragraph_vectors import PVConfig
 from experiments.sentiment.paragraph_vectors import fit_paragraph_vectors
-from experiments.sentiment.region_cnn import RegionConfig
 from experiments.sentiment.task import pseudo_labelled_count
 
 STEP = 0.05  # the 'grid' rule's blend weights are multiples of STEP that sum to 1
@@ -310,11 +294,7 @@ def scale(log_odds: np.ndarray, name: str) -> float:
 def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                  train_on: Sequence[str] = ("labelled", "all"), seed: int = 0,
                  pv: PVConfig | None = PVConfig(), console: Console | None = None,
-                 rule: str = "log_loss", region: RegionConfig | None = None,
-                 region_embeddings: Sequence[str] = (),
-                 region_save: str | None = None,
-                 region_train_on: str = "labelled",
-                 members: Mapping[str, str] | None = None,
+                 rule: str = "log_loss", members: Mapping[str, str] | None = None,
                  save_members: str | None = None) -> dict[str, Any]:
   """Fits NBSVM (and paragraph vectors) on the run's data, chooses fits and blend on dev, scores
   test.
@@ -330,13 +310,6 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
     pv: the paragraph vectors' settings; None leaves them out of the blend.
     console: where the progress notes go.
     rule: how the blend's weights are chosen on dev: 'log_loss' or 'grid' (module docstring).
-    region: the region CNN's settings; None leaves it out of the blend. Its pretrain_epochs above
-      0 pretrain an embedding of `region.region` words on the reviews.
-    region_embeddings: region embeddings saved by earlier ensembles (region_cnn.save_embedding)
-      for the CNN to read too (or instead, with region.pretrain_epochs 0).
-    region_save: where to save the region embedding this call pretrains (None: nowhere).
-    region_train_on: the region CNN's training reviews, 'labelled' or 'all' (with a student's
-      pseudo-labelled ones; a run without them has its labelled reviews only).
     members: name -> a file of dev's and test's log-odds of a model trained elsewhere
       (`read_member`), blended beside the others.
     save_members: a folder to write each of the ensemble's own models to as a member file
@@ -360,11 +333,11 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   ids, labels = fitted.split_reviews(data)
   pseudo = pseudo_labelled_count(data)
   sizes = {"labelled": len(ids["train"]) - pseudo, "all": len(ids["train"])}
-  unknown = [name for name in [*train_on, region_train_on] if name not in sizes]
+  unknown = [name for name in train_on if name not in sizes]
   if unknown:
     raise ValueError(f"train_on: unknown names {unknown}; known names are {sorted(sizes)}")
   if not pseudo:  # no pseudo-labelled reviews: 'all' is 'labelled'
-    train_on, region_train_on = ["labelled"], "labelled"
+    train_on = ["labelled"]
 
   index = {split: np.asarray(data.splits[split].scalars["index"]) for split in ("dev", "test")}
   members = dict(members or {})
@@ -379,17 +352,9 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                  f"  test {member_records[name]['test_accuracy']:.4f}")
   nbsvm_record, scores["nbsvm"], _ = fit_nbsvm(ids, labels, sizes, max_n, costs, train_on,
                                                 seed, console.note)
-  pretrains = region is not None and region.pretrain_epochs > 0
-  if pv is not None or pretrains:
-    unlabelled = unlabelled_reviews(run, console)
   if pv is not None:
     pv_record, scores["paragraph_vectors"], _ = fit_paragraph_vectors(
-        ids, labels, sizes["labelled"], unlabelled, pv, console.note)
-  if region is not None:
-    region_record, scores["region_cnn"] = _fit_region_cnn(
-        ids, labels, sizes["labelled"], unlabelled if pretrains else None, len(run.task.vocab),
-        region, console, region_embeddings, region_save, region_train_on,
-        sizes[region_train_on])
+        ids, labels, sizes["labelled"], unlabelled_reviews(run, console), pv, console.note)
 
   started = time.perf_counter()
   scores["run"] = {}
@@ -398,14 +363,12 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
     scores["run"][split] = logits[:, 1].astype(np.float64) - logits[:, 0]
   run_s = time.perf_counter() - started
 
-  names = (["run", "nbsvm"] + (["paragraph_vectors"] if pv is not None else [])
-           + (["region_cnn"] if region is not None else []) + list(members))
+  names = ["run", "nbsvm"] + (["paragraph_vectors"] if pv is not None else []) + list(members)
   own_records = {"run": {"workdir": run.workdir, "model": run.config.model_name,
                          "checkpoint": run.checkpoint, "step": run.step,
                          **accuracies(scores["run"], labels)},
                  "nbsvm": nbsvm_record,
-                 **({"paragraph_vectors": pv_record} if pv is not None else {}),
-                 **({"region_cnn": region_record} if region is not None else {})}
+                 **({"paragraph_vectors": pv_record} if pv is not None else {})}
   saved = {}
   if save_members is not None:
     os.makedirs(save_members, exist_ok=True)
@@ -423,7 +386,6 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
                     for split in ("dev", "test")},
       "nbsvm": nbsvm_record,
       **({"paragraph_vectors": pv_record} if pv is not None else {}),
-      **({"region_cnn": region_record} if region is not None else {}),
       **({"members": member_records} if members else {}),
       "ensemble": blend_scores({name: scores[name] for name in names}, labels, rule, seed),
       **({"saved_members": saved} if saved else {}),
@@ -433,21 +395,12 @@ def ensemble_run(run: runs.Run, max_n: int, costs: Sequence[float],
   return record
 
 
-def region_pretraining_reviews(run: runs.Run, console: Console) -> list:
-  """The reviews a region embedding is pretrained on, as the ensemble pretrains it: the run's
-  labelled training reviews (never a student's pseudo-labelled ones), then IMDB's unlabelled
-  ones, as ids of the run's vocabulary."""
-  train = run.task.data.splits["train"].sequences["tokens"]
-  labelled = len(train) - pseudo_labelled_count(run.task.data)
-  return [train[i] for i in range(labelled)] + unlabelled_reviews(run, console)
-
-
 def unlabelled_reviews(run: runs.Run, console: Console) -> list[list[int]]:
   """IMDB's unlabelled reviews, as ids of the run's vocabulary (fitted.unlabelled_reviews)."""
   return fitted.unlabelled_reviews(run.task, console.note)
 
 
-MODEL_NAMES = ("run", "nbsvm", "paragraph_vectors", "region_cnn")  # the ensemble's own models
+MODEL_NAMES = ("run", "nbsvm", "paragraph_vectors")  # the ensemble's own models
 MEMBER_KEYS = ("dev_log_odds", "dev_index", "dev_labels", "test_log_odds", "test_index",
                "test_labels", "record")
 # What a member's own record gives the blend's: lstm_lm.py's settings, or (--save-members) the
@@ -499,45 +452,6 @@ def read_member(path: str, index: Mapping[str, np.ndarray], labels: Mapping[str,
   return record, log_odds
 
 
-def _fit_region_cnn(ids, labels, labelled, unlabelled, vocab_size, config, console,
-                    embedding_files=(), save_to=None, train_on="labelled", reviews=None):
-  """The region embeddings of `embedding_files`, and one pretrained on the labelled training
-  reviews and `unlabelled` (None: none) and saved to `save_to`; then the CNN over them all on the
-  first `reviews` training reviews (`train_on` names them; None: the `labelled` ones). (the
-  record, the dev-chosen epoch's log-odds)."""
-  reviews = labelled if reviews is None else reviews
-  pretrained, record = [], {"config": dataclasses.asdict(config), "labelled": labelled,
-                            "train_on": train_on, "train_reviews": reviews}
-  for path in embedding_files:
-    pretrained.append(region_cnn.load_embedding(path, vocab_size))
-    # The file's own pretraining settings are recorded, not the command line's.
-    record.setdefault("reused_embeddings", []).append(
-        {"file": path, **region_cnn.embedding_record(path)})
-    console.note(f"region embedding read from {path} (regions of {pretrained[-1].region} words)")
-  if unlabelled is not None:
-    texts = [ids["train"][i] for i in range(labelled)] + list(unlabelled)
-    tv = region_cnn.pretrain(texts, vocab_size, config, console.note)
-    pretrained.append(region_cnn.RegionEmbedding(tv["embedding"], tv["bias"], config.region))
-    record["pretraining"] = {"texts": len(texts), "steps": tv["steps"],
-                             "first_loss": tv["first_loss"], "loss": tv["loss"],
-                             "seconds": tv["seconds"]}
-    if save_to is not None:
-      region_cnn.save_embedding(save_to, tv, config)
-      record["pretraining"]["saved_to"] = save_to
-  else:  # nothing pretrained here: the config's pretraining settings did not act
-    record["config"] = {name: value for name, value in record["config"].items()
-                        if name == "seed" or name not in region_cnn.PRETRAINING_FIELDS}
-  fit, log_odds = region_cnn.fit_classifier(
-      {"train": [ids["train"][i] for i in range(reviews)], "dev": ids["dev"],
-       "test": ids["test"]},
-      {"train": labels["train"][:reviews], "dev": labels["dev"], "test": labels["test"]},
-      vocab_size, config, pretrained, console.note)
-  record.update(fit, **accuracies(log_odds, labels))
-  console.note(f"region CNN (epoch {fit['chosen_epoch']}): dev {record['dev_accuracy']:.4f}  "
-               f"test {record['test_accuracy']:.4f}")
-  return record, log_odds
-
-
 def parse_members(specs: Sequence[str], taken: Sequence[str] = ()) -> dict[str, str]:
   """['NAME=FILE', ...] -> {NAME: FILE}; a UsageError names a malformed spec, a name given twice
   or one of `taken`, or a FILE that does not exist."""
@@ -582,37 +496,12 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--pv-workers", type=int, default=PVConfig.workers,
                       help=f"gensim's threads (default {PVConfig.workers}, which trains "
                            f"reproducibly; more are faster and not reproducible)")
-  parser.add_argument("--region-epochs", type=int, default=0,
-                      help="the region CNN's passes over its training reviews (default 0: left "
-                           "out of the blend)")
-  parser.add_argument("--region-pretrain-epochs", type=float,
-                      help=f"the region embedding's pretraining, in passes over the tokens of "
-                           f"the labelled and unlabelled reviews (default "
-                           f"{RegionConfig.pretrain_epochs:g}; 0: the CNN without it; with "
-                           f"--region-embedding, default 0, and above 0 one more embedding)")
-  parser.add_argument("--region-width", type=int, default=RegionConfig.region,
-                      help=f"the words of a region the embedding pretrained here reads (odd; "
-                           f"default {RegionConfig.region})")
-  parser.add_argument("--region-embedding", metavar="FILE", nargs="+", default=[],
-                      help="reuse region embeddings earlier ensembles of a run with the same "
-                           "vocabulary saved (their --out with .region.npz for .json), of any "
-                           "width; the CNN reads them all")
-  parser.add_argument("--region-features", type=int, default=RegionConfig.features,
-                      help=f"the region CNN's feature maps (default {RegionConfig.features})")
-  parser.add_argument("--region-dim", type=int, default=RegionConfig.dim,
-                      help=f"the region embedding's size (default {RegionConfig.dim})")
-  parser.add_argument("--region-train-on", choices=("labelled", "all"), default="labelled",
-                      help="the region CNN's training reviews: the labelled ones (default) or, "
-                           "for a self-training student, with its pseudo-labelled ones ('all')")
-  parser.add_argument("--region-lr", type=float, default=RegionConfig.lr,
-                      help=f"the region CNN's peak Adam rate, decayed to 0 over its epochs "
-                           f"(default {RegionConfig.lr:g})")
   parser.add_argument("--member", metavar="NAME=FILE", action="append", default=[],
                       help="blend a model trained elsewhere too: FILE holds its dev and test "
                            "log-odds (lstm_lm.save_member's form); repeatable")
   parser.add_argument("--save-members", metavar="DIR",
                       help="write each of the ensemble's own models' dev and test log-odds to "
-                           "DIR/NAME.npz (run, nbsvm, paragraph_vectors, region_cnn), which "
+                           "DIR/NAME.npz (run, nbsvm, paragraph_vectors), which "
                            "blend.py and --member read")
   parser.add_argument("--blend", choices=BLEND_RULES, default="log_loss",
                       help="how dev chooses the blend's weights: 'log_loss' (default: least dev "
@@ -630,48 +519,13 @@ def _write(args: argparse.Namespace, console: Console) -> int:
                      f"got {args.pv_epochs}, {args.pv_dim} and {args.pv_workers}")
   pv = (PVConfig(dim=args.pv_dim, epochs=args.pv_epochs, workers=args.pv_workers,
                  seed=args.seed) if args.pv_epochs else None)
-  if args.region_epochs < 0:
-    raise UsageError(f"--region-epochs must be at least 0, got {args.region_epochs}")
-  try:
-    pretrain_epochs = args.region_pretrain_epochs
-    if pretrain_epochs is None:  # by default an embedding is pretrained unless files are reused
-      pretrain_epochs = 0.0 if args.region_embedding else RegionConfig.pretrain_epochs
-    region = (RegionConfig(epochs=args.region_epochs, pretrain_epochs=pretrain_epochs,
-                           region=args.region_width, features=args.region_features,
-                           dim=args.region_dim, lr=args.region_lr, seed=args.seed)
-              if args.region_epochs else None)
-  except ValueError as error:
-    flag = lambda match: "--region-" + {"region": "width"}.get(  # noqa: E731
-        match.group(1), match.group(1).replace("_", "-"))
-    raise UsageError(re.sub(r"RegionConfig\.(\w+)", flag, str(error))) from None
   members = parse_members(args.member, taken=MODEL_NAMES)
   run = load_sentiment_run(args.workdir, args.checkpoint, args.data_dir, "ensembles")
-  if args.region_embedding:
-    if region is None:
-      raise UsageError("--region-embedding needs --region-epochs above 0")
-    if len({os.path.abspath(path) for path in args.region_embedding}) < len(
-        args.region_embedding):
-      raise UsageError(f"--region-embedding: a file is given twice in {args.region_embedding}")
-    for path in args.region_embedding:  # checked before the other models are fitted
-      if not os.path.isfile(path):
-        raise UsageError(f"--region-embedding: no such file {path}")
-      try:
-        region_cnn.load_embedding(path, len(run.task.vocab))
-      except ValueError as error:
-        raise UsageError(f"--region-embedding: {error}") from None
   folder = os.path.dirname(os.path.abspath(args.out))
   os.makedirs(folder, exist_ok=True)
-  save_to = os.path.splitext(args.out)[0] + ".region.npz"
-  reused = {os.path.abspath(path) for path in args.region_embedding}
-  if region is not None and region.pretrain_epochs > 0 and os.path.abspath(save_to) in reused:
-    raise UsageError(f"--out {args.out} would save the embedding it pretrains over "
-                     f"--region-embedding {save_to}: choose another --out")
   try:
     record = ensemble_run(run, args.max_n, args.costs, args.train_on, args.seed, pv, console,
-                          rule=args.blend, region=region,
-                          region_embeddings=args.region_embedding,
-                          region_save=save_to if region is not None else None,
-                          region_train_on=args.region_train_on, members=members,
+                          rule=args.blend, members=members,
                           save_members=args.save_members)
   except ValueError as error:
     if not str(error).startswith("--member"):

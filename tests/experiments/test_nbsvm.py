@@ -15,14 +15,11 @@ from experiments import runs
 from experiments import trainer
 from experiments.sentiment import ensemble
 from experiments.sentiment import paragraph_vectors
-from experiments.sentiment import pretrain_region
 from experiments.sentiment import pseudo_label
-from experiments.sentiment import region_cnn
 from experiments.sentiment.nbsvm import NBSVM
 from experiments.sentiment.nbsvm import binary_features
 from experiments.sentiment.nbsvm import nb_log_count_ratio
 from experiments.sentiment.nbsvm import word_ngrams
-from experiments.sentiment.region_cnn import RegionConfig
 from experiments.sentiment.task import SentimentTask
 from _sample_runs import train_sample_ngram_run
 
@@ -348,134 +345,6 @@ def test_a_students_nbsvm_learns_from_its_labelled_reviews_or_from_all(sample_ru
   assert record["ensemble"]["models"] == ["run", "nbsvm"]  # --pv-epochs 0
   assert "paragraph_vectors" not in record
   assert "NBSVM on all reviews" in capsys.readouterr().err
-  # The region CNN learns from the labelled reviews, or with --region-train-on all from the
-  # pseudo-labelled ones too (its pretraining reads the labelled and the unlabelled reviews).
-  region_out = root / "student_region.json"
-  assert ensemble.main(["--workdir", student, "--out", str(region_out), "--max-n", "1",
-                        "--costs", "1", "--pv-epochs", "0", "--region-epochs", "1",
-                        "--region-features", "8", "--region-dim", "4",
-                        "--region-pretrain-epochs", "0", "--region-train-on", "all"]) == 0
-  region = json.loads(region_out.read_text())["region_cnn"]
-  assert (region["train_on"], region["train_reviews"]) == ("all", labelled + pseudo)
-  assert region["labelled"] == labelled
-
-
-@pytest.mark.usefixtures("quick_compiles")
-def test_the_region_cnn_joins_the_blend_on_request(sample_run, capsys):
-  """`--region-epochs N` pretrains the region embedding on the labelled and the 300 unlabelled
-  sample reviews, fits the CNN, and blends it as a fourth model; `--region-pretrain-epochs 0`
-  fits the CNN alone."""
-  root, workdir = sample_run
-  out = root / "out" / "ensemble_region.json"
-  flags = ["--workdir", workdir, "--max-n", "1", "--costs", "1", "--pv-epochs", "0",
-           "--region-epochs", "2", "--region-features", "8", "--region-dim", "4",
-           "--region-lr", "3e-3", "--region-pretrain-epochs", "0.5"]  # the last one is changed
-  assert ensemble.main([*flags, "--out", str(out)]) == 0
-  record = json.loads(out.read_text())
-  data = runs.load_run(workdir).task.data
-  region = record["region_cnn"]
-  assert record["ensemble"]["models"] == ["run", "nbsvm", "region_cnn"]
-  assert list(record["ensemble"]["weights"]) == ["run", "nbsvm", "region_cnn"]
-  assert region["config"]["features"] == 8 and region["config"]["dim"] == 4
-  assert region["config"]["lr"] == 3e-3
-  assert region["labelled"] == data.num_examples("train") and region["pretrained"]
-  assert region["train_on"] == "labelled" and region["train_reviews"] == region["labelled"]
-  assert region["pretraining"]["texts"] == region["labelled"] + 300
-  assert [row["epoch"] for row in region["epochs"]] == [1, 2]
-  chosen = region["epochs"][region["chosen_epoch"] - 1]
-  assert region["dev_accuracy"] == chosen["dev_accuracy"] == max(
-      row["dev_accuracy"] for row in region["epochs"])
-  by_weights = {tuple(row[:-1]): row[-1] for row in record["ensemble"]["dev_accuracy_by_weights"]}
-  assert by_weights[0.0, 0.0, 1.0] == region["dev_accuracy"]
-  assert "region embedding: step " in capsys.readouterr().err
-  # The pretrained embedding is saved beside --out; reused, it gives the same CNN, and the record
-  # gives the file's pretraining settings (the command line's pretraining flags do not act).
-  saved = root / "out" / "ensemble_region.region.npz"
-  assert region["pretraining"]["saved_to"] == str(saved) and saved.is_file()
-  reused = root / "out" / "ensemble_reused.json"
-  assert ensemble.main([*flags[:-2], "--region-dim", "7", "--region-embedding", str(saved),
-                        "--out", str(reused)]) == 0
-  again = json.loads(reused.read_text())["region_cnn"]
-  assert again["reused_embeddings"] == [{
-      "file": str(saved), "steps": region["pretraining"]["steps"],
-      "loss": region["pretraining"]["loss"],
-      "settings": {"region": 5, "dim": 4, "negatives": 20, "subsample": 1e-4,
-                   "pretrain_epochs": 0.5, "pretrain_batch": 8192, "pretrain_lr": 3e-3,
-                   "seed": 0}}]
-  assert "pretraining" not in again and again["embedding_regions"] == [5]
-  assert not {"pretrain_epochs", "dim", "region"} & set(again["config"])
-  assert again["config"]["features"] == 8 and again["config"]["seed"] == 0
-  assert again["epochs"] == [{**row, "seconds": again["epochs"][i]["seconds"]}
-                             for i, row in enumerate(region["epochs"])]
-  assert (f"region embedding read from {saved} (regions of 5 words)"
-          in capsys.readouterr().err)
-  # With --region-pretrain-epochs given, one more embedding (of --region-width words) is
-  # pretrained, saved, and read beside the reused one.
-  both = root / "out" / "ensemble_both.json"
-  assert ensemble.main([*flags, "--region-width", "3", "--region-embedding", str(saved),
-                        "--out", str(both)]) == 0
-  two = json.loads(both.read_text())["region_cnn"]
-  assert two["embedding_regions"] == [5, 3] and two["config"]["region"] == 3
-  assert [row["file"] for row in two["reused_embeddings"]] == [str(saved)]
-  second = root / "out" / "ensemble_both.region.npz"
-  assert two["pretraining"]["saved_to"] == str(second)
-  assert region_cnn.embedding_record(str(second))["settings"]["region"] == 3
-  # The pretraining alone (experiments.sentiment.pretrain_region), with the same settings and
-  # seed, writes the file the ensemble saved.
-  alone_file = root / "out" / "alone.region.npz"
-  assert pretrain_region.main(["--workdir", workdir, "--out", str(alone_file), "--width", "5",
-                               "--epochs", "0.5", "--dim", "4"]) == 0
-  with np.load(saved) as want, np.load(alone_file) as got:
-    assert sorted(got.files) == sorted(want.files)
-    for name in want.files:
-      np.testing.assert_array_equal(got[name], want[name])
-  assert f"saved to {alone_file}" in capsys.readouterr().err
-  for argv, message in [(["--out", str(root / "x.npz")], "--out must end in .region.npz"),
-                        (["--out", str(alone_file), "--width", "4"],
-                         "--width must be odd and positive, got 4"),
-                        (["--out", str(alone_file), "--epochs", "0"],
-                         "--epochs must be positive, got 0.0")]:
-    with pytest.raises(SystemExit):
-      pretrain_region.main(["--workdir", workdir, *argv])
-    assert message in capsys.readouterr().err
-  # ... but never over the file it reuses.
-  with pytest.raises(SystemExit):
-    ensemble.main([*flags, "--region-embedding", str(saved), "--out",
-                   str(root / "out" / "ensemble_region.json")])
-  assert "would save the embedding it pretrains over --region-embedding" in (
-      capsys.readouterr().err)
-  alone = root / "out" / "ensemble_region_alone.json"
-  assert ensemble.main([*flags[:-1], "0", "--out", str(alone)]) == 0
-  region = json.loads(alone.read_text())["region_cnn"]
-  assert not region["pretrained"] and "pretraining" not in region
-  assert "region embedding" not in capsys.readouterr().err
-
-
-def test_a_region_embedding_of_another_vocabulary_is_refused_before_any_fit(sample_run, tmp_path,
-                                                                            capsys):
-  _, workdir = sample_run
-  config = RegionConfig(dim=3)
-  region_cnn.save_embedding(str(tmp_path / "other.npz"), {
-      "embedding": np.zeros((17, 3)), "bias": np.zeros(3), "steps": 1, "loss": 0.0}, config)
-  (tmp_path / "broken.npz").write_bytes(b"not a zip")
-  for name, message in (("other.npz", "this run's vocabulary has"),
-                        ("broken.npz", "not a region embedding saved by"),
-                        ("missing.npz", "no such file")):
-    with pytest.raises(SystemExit) as exit_info:
-      ensemble.main(["--workdir", workdir, "--out", str(tmp_path / "e.json"), "--region-epochs",
-                     "1", "--region-embedding", str(tmp_path / name)])
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2 and message in err and "--region-embedding" in err
-    assert "NBSVM" not in err  # nothing was fitted
-  with pytest.raises(SystemExit):
-    ensemble.main(["--workdir", workdir, "--out", str(tmp_path / "e.json"),
-                   "--region-embedding", str(tmp_path / "other.npz")])
-  assert "--region-embedding needs --region-epochs above 0" in capsys.readouterr().err
-  with pytest.raises(SystemExit):
-    ensemble.main(["--workdir", workdir, "--out", str(tmp_path / "e.json"), "--region-epochs",
-                   "1", "--region-embedding", str(tmp_path / "other.npz"),
-                   str(tmp_path / "." / "other.npz")])
-  assert "--region-embedding: a file is given twice" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -483,12 +352,6 @@ def test_a_region_embedding_of_another_vocabulary_is_refused_before_any_fit(samp
     (["--costs", "1", "-1"], "every --costs value positive"),
     (["--pv-epochs", "-1"], "--pv-epochs must be at least 0"),
     (["--pv-dim", "0"], "--pv-dim and --pv-workers at least 1"),
-    (["--region-epochs", "-2"], "--region-epochs must be at least 0, got -2"),
-    (["--region-epochs", "1", "--region-features", "0"], "--region-features must be at least 1"),
-    (["--region-epochs", "1", "--region-width", "4"], "--region-width must be odd and positive"),
-    (["--region-epochs", "1", "--region-lr", "0"], "--region-lr must be positive, got 0.0"),
-    (["--region-epochs", "1", "--region-pretrain-epochs", "-1"],
-     "--region-pretrain-epochs must be >= 0"),
 ])
 def test_the_ensemble_command_refuses_bad_flags(sample_run, tmp_path, capsys, flags, message):
   with pytest.raises(SystemExit) as exit_info:
