@@ -33,7 +33,9 @@
       The commands experiments add for work over their trained runs that is not a model's
       (registry.Experiment.commands): `report couplet` and `report matching` (a run scored on
       whole splits), `table couplet` (random couplets side by side), `by-length translation`
-      (BLEU by source length); `<command> <experiment> --help` gives each one's flags.
+      (BLEU by source length), `pseudo-label sentiment` (a run's labels for IMDB's unlabelled
+      reviews, a self-training student's data); `<command> <experiment> --help` gives each one's
+      flags.
   serve --workdir RUN [--workdir RUN ...] [--host 127.0.0.1] [--port 8000] [--max-chars 5000]
         [--body-timeout 10] [--max-connections 200]
       The attention explorer (experiments/explorer/): a local web page over the trained runs, at

@@ -1,8 +1,8 @@
 """Pseudo-labels: a teacher model's labels for unlabelled examples, as one checked .npz file.
 
-Self-training reads IMDB's 50,000 unlabelled reviews through a trained classifier (the teacher,
-experiments/sentiment/pseudo_label.py writes the file), and a new run (the student) trains on the
-labelled reviews plus the unlabelled ones the teacher was sure of
+Self-training reads IMDB's 50,000 unlabelled reviews through a trained classifier (the teacher;
+`python -m experiments pseudo-label sentiment` writes the file), and a new run (the student)
+trains on the labelled reviews plus the unlabelled ones the teacher was sure of
 (pipelines.tasks.SentimentOptions.pseudo_labels). The file holds, for N examples,
 
   'id'           int64 (N,): the example's id in its split (IMDB: the review's number in
@@ -73,8 +73,8 @@ def load(path: str | os.PathLike) -> PseudoLabels:
   path = os.fspath(path)
   if not os.path.exists(path):
     raise FileNotFoundError(
-        f"pseudo-label file {path} does not exist; write one from a trained run with "
-        f"`python -m experiments.sentiment.pseudo_label --workdir RUN --data-dir DATA --out {path}`")
+        f"pseudo-label file {path} does not exist; write one from a trained run with `python -m "
+        f"experiments pseudo-label sentiment --workdir RUN --data-dir DATA --out {path}`")
   try:
     with np.load(path) as npz:
       arrays = {name: npz[name] for name in npz.files}

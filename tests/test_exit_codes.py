@@ -8,7 +8,6 @@ import pytest
 
 from experiments import cli
 from experiments.sentiment import ensemble
-from experiments.sentiment import pseudo_label
 from pipelines import __main__ as pipelines_cli
 from pipelines import download
 
@@ -32,7 +31,7 @@ def _status(main, argv) -> int:
     (cli.main, ["report", "matching", "--workdir", "{empty}"], "config.json does not exist"),
     (cli.main, ["by-length", "translation", "{empty}"], "test_translations.tsv: no such file"),
     (cli.main, ["report", "sentiment"], "invalid choice: 'sentiment'"),
-    (pseudo_label.main, ["--workdir", "{empty}", "--out", "{empty}/x.npz"],
+    (cli.main, ["pseudo-label", "sentiment", "--workdir", "{empty}", "--out", "{empty}/x.npz"],
      "config.json does not exist"),
     (ensemble.main, ["--workdir", "{empty}", "--out", "{empty}/x.json"],
      "config.json does not exist"),

@@ -6,8 +6,10 @@
 
 Named runs: configs.py (the LSTM language model's: lm_configs.py); models: models.py (lstm_lm.py);
 the task (data, loss, prediction): task.py (lm_tasks.py), and the models fitted without gradient
-steps (NBSVM, paragraph vectors): fitted.py; the command: cli.py. Importing this package registers
-the experiment 'sentiment' (command alias 'classify').
+steps (NBSVM, paragraph vectors): fitted.py; the command: cli.py; its own command `pseudo-label
+sentiment` (a trained run labels IMDB's unlabelled reviews for a self-training student:
+pseudo_label.py). Importing this package registers the experiment 'sentiment' (command alias
+'classify').
 """
 
 from experiments import registry
@@ -19,6 +21,7 @@ from experiments.sentiment import lm_configs
 from experiments.sentiment.configs import DEFAULT_MODEL
 from experiments.sentiment import fitted
 from experiments.sentiment import lm_tasks
+from experiments.sentiment import pseudo_label
 from experiments.sentiment.task import Prediction
 from experiments.sentiment.task import SentimentTask
 
@@ -36,6 +39,7 @@ def make_task(config: Config, **kwargs) -> SentimentTask:
 
 EXPERIMENT = registry.register(registry.Experiment(
     name="sentiment", make_task=make_task, configs=CONFIGS, default_model=DEFAULT_MODEL,
-    predict=cli.predict, add_predict_arguments=cli.add_arguments, answerer=answerer.ANSWERER, aliases=("classify",),
+    predict=cli.predict, add_predict_arguments=cli.add_arguments, answerer=answerer.ANSWERER,
+    aliases=("classify",), commands={"pseudo-label": pseudo_label.COMMAND},
     description="IMDB sentiment: BiLSTM / self-attention classifiers with attention heatmaps"),
     replace=True)

@@ -33,7 +33,7 @@ from pipelines import text as text_lib
 def load_sentiment_run(workdir: str, checkpoint: str, data_dir: str | None,
                        purpose: str) -> runs.Run:
   """runs.load_run for a command that needs a sentiment run; a UsageError (naming `purpose`, e.g.
-  'pseudo-labels') for a missing run or one of another experiment."""
+  'ensembles') for a missing run or one of another experiment."""
   try:
     run = runs.load_run(workdir, checkpoint, data_dir)
   except FileNotFoundError as e:

@@ -58,7 +58,7 @@ class SentimentDataConfig:
       `reads_bigrams` (the BiLSTMs and ngram_attn) use them.
     bigram_min_freq: see bigrams.
     pseudo_labels: self-training: a file of a teacher run's labels for IMDB's 50,000 unlabelled
-      reviews (written by `python -m experiments.sentiment.pseudo_label`); those with a teacher
+      reviews (written by `python -m experiments pseudo-label sentiment`); those with a teacher
       probability of at least pseudo_min_probability join the training part, and the
       vocabularies are counted over them too. None: labelled reviews only.
     pseudo_min_probability: see pseudo_labels.

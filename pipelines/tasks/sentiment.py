@@ -50,7 +50,7 @@ class SentimentOptions:
       its own vocabulary (bigrams seen at least `bigram_min_freq` times in the training part,
       at most `bigram_max_size`, kept in 'imdb_bigram_vocab.json').
     pseudo_labels: self-training: a file of a teacher's labels for IMDB's unlabelled reviews
-      (pipelines.pseudo_labels, written by experiments/sentiment/pseudo_label.py). The unlabelled
+      (pipelines.pseudo_labels, written by `experiments pseudo-label sentiment`). The unlabelled
       reviews whose teacher probability is at least `pseudo_min_probability` join the training
       part with the teacher's label, and the vocabularies are counted over the training part with
       them (so words and bigrams seen only in unlabelled reviews get ids). Dev and test are as

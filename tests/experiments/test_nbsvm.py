@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import scipy.sparse
 
+from experiments import cli
 from experiments import config as config_lib
 from experiments import runs
 from experiments import trainer
 from experiments.sentiment import ensemble
 from experiments.sentiment import paragraph_vectors
-from experiments.sentiment import pseudo_label
 from experiments.sentiment.nbsvm import NBSVM
 from experiments.sentiment.nbsvm import binary_features
 from experiments.sentiment.nbsvm import nb_log_count_ratio
@@ -323,7 +323,7 @@ def test_the_ensemble_command_scores_the_run_nbsvm_and_their_blend(sample_run, c
 def test_a_students_nbsvm_learns_from_its_labelled_reviews_or_from_all(sample_run, capsys):
   root, teacher = sample_run
   labels_file = str(root / "pseudo.npz")
-  assert pseudo_label.main(["--workdir", teacher, "--out", labels_file]) == 0
+  assert cli.main(["pseudo-label", "sentiment", "--workdir", teacher, "--out", labels_file]) == 0
   cfg = runs.load_config(teacher)
   cfg = config_lib.override(cfg, ["--data.pseudo_labels", labels_file,
                                   "--data.pseudo_min_probability", "0.5", "--train.num_steps=2"])

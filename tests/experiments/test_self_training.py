@@ -1,11 +1,16 @@
 """Self-training on the shipped IMDB sample: a teacher run labels the unlabelled reviews
-(experiments.sentiment.pseudo_label) and a student's data takes the confident ones."""
+(`python -m experiments pseudo-label sentiment`: experiments.sentiment.pseudo_label) and a
+student's data takes the confident ones."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from experiments import cli
 from experiments import runs
 from experiments.sentiment import pseudo_label
 from _sample_runs import train_sample_ngram_run
@@ -42,7 +47,8 @@ def test_the_teacher_labels_the_unlabelled_reviews_and_the_student_trains_on_the
                                                                                    capsys):
   root, workdir = teacher
   out = root / "pseudo.npz"
-  assert pseudo_label.main(["--workdir", workdir, "--out", str(out), "--batch-size", "64"]) == 0
+  assert cli.main(["pseudo-label", "sentiment", "--workdir", workdir, "--out", str(out),
+                   "--batch-size", "64"]) == 0
   err = capsys.readouterr().err
   assert "300 reviews labelled" in err and f"written to {out}" in err
   labels = pseudo_lib.load(out)
@@ -77,12 +83,59 @@ def test_the_teacher_labels_the_unlabelled_reviews_and_the_student_trains_on_the
                                 student.splits["train"].scalars["label"])
 
 
-def test_pseudo_label_command_errors_exit_2(tmp_path, capsys):
-  with pytest.raises(SystemExit) as exit_info:
-    pseudo_label.main(["--workdir", str(tmp_path / "nothing"), "--out", str(tmp_path / "p.npz")])
-  assert exit_info.value.code == 2
-  assert "nothing" in capsys.readouterr().err
-  with pytest.raises(SystemExit) as exit_info:
-    pseudo_label.main(["--workdir", str(tmp_path), "--out", "p.npz", "--limit", "0"])
-  assert exit_info.value.code == 2
-  assert "--limit must be at least 1" in capsys.readouterr().err
+def test_the_command_writes_what_label_reviews_gives(teacher, capsys):
+  # The file holds exactly the teacher's labels of the first --limit reviews, in their order.
+  root, workdir = teacher
+  out = root / "pseudo_limit.npz"
+  assert cli.main(["pseudo-label", "sentiment", "--workdir", workdir, "--out", str(out),
+                   "--limit", "37", "--batch-size", "5", "--checkpoint", "latest"]) == 0
+  assert "37 reviews labelled" in capsys.readouterr().err
+  written = pseudo_lib.load(out)
+  run = runs.load_run(workdir, "latest")
+  records = read_records(datasets.load("imdb", "unsupervised"))[:37]
+  expected, empty = pseudo_label.label_reviews(run, records, batch_size=5)
+  assert empty == 0
+  np.testing.assert_array_equal(written.ids, [int(r["id"]) for r in records])
+  np.testing.assert_array_equal(written.ids, expected.ids)
+  np.testing.assert_array_equal(written.labels, expected.labels)
+  np.testing.assert_array_equal(written.probabilities, expected.probabilities)
+  assert written.probabilities.dtype == np.float32 and written.labels.dtype == np.int32
+  assert {k: v for k, v in written.meta.items() if k != "written"} == {
+      "teacher": workdir, "model": "ngram_attn", "checkpoint": "latest", "step": 3,
+      "split": "unsupervised", "reviews": 37}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--workdir", "{tmp}/nothing", "--out", "{tmp}/p.npz"], "nothing"),
+    (["--workdir", "{tmp}", "--out", "p.npz", "--limit", "0"], "--limit must be at least 1, got 0"),
+    (["--workdir", "{tmp}", "--out", "p.npz", "--batch-size", "-3"],
+     "--batch-size must be at least 1, got -3"),
+])
+def test_pseudo_label_command_errors_exit_2_in_one_line(argv, message, tmp_path, capsys):
+  argv = [word.format(tmp=tmp_path) for word in argv]
+  assert cli.main(["pseudo-label", "sentiment", *argv]) == 2
+  captured = capsys.readouterr()
+  assert message in captured.err and len(captured.err.strip().splitlines()) == 1
+  assert captured.out == "" and not (tmp_path / "p.npz").exists()
+
+
+def test_a_run_of_another_experiment_is_refused(teacher, tmp_path, capsys):
+  _, workdir = teacher
+  other = tmp_path / "other"
+  other.mkdir()
+  saved = json.loads((Path(workdir) / "config.json").read_text(encoding="utf-8"))
+  (other / "config.json").write_text(json.dumps({**saved, "experiment": "matching"}),
+                                     encoding="utf-8")
+  assert cli.main(["pseudo-label", "sentiment", "--workdir", str(other), "--out",
+                   str(tmp_path / "p.npz")]) == 2
+  err = capsys.readouterr().err
+  assert "holds a 'matching' run" in err and "`pseudo-label sentiment`" in err
+
+
+def test_a_data_dir_without_the_data_exits_2_in_one_line(teacher, tmp_path, capsys):
+  _, workdir = teacher
+  assert cli.main(["pseudo-label", "sentiment", "--workdir", workdir, "--data-dir",
+                   str(tmp_path / "imdb"), "--out", str(tmp_path / "p.npz")]) == 2
+  captured = capsys.readouterr()
+  assert captured.err.startswith(f"error: imdb source {tmp_path / 'imdb'} does not exist")
+  assert len(captured.err.strip().splitlines()) == 1 and not (tmp_path / "p.npz").exists()

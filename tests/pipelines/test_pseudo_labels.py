@@ -40,7 +40,7 @@ def test_bad_labels_are_refused(ids, labels, probabilities, message):
 
 
 def test_missing_and_corrupt_files_say_what_is_wrong(tmp_path):
-  with pytest.raises(FileNotFoundError, match="python -m experiments.sentiment.pseudo_label"):
+  with pytest.raises(FileNotFoundError, match="python -m experiments pseudo-label sentiment --workdir RUN"):
     pseudo_lib.load(tmp_path / "none.npz")
   with pytest.raises(FileNotFoundError, match="none.npz does not exist"):
     pseudo_lib.digest(tmp_path / "none.npz")
