@@ -32,7 +32,8 @@
   <command> <experiment> [...]
       The commands experiments add for work over their trained runs that is not a model's
       (registry.Experiment.commands): `report couplet` and `report matching` (a run scored on
-      whole splits), `table couplet` (random couplets side by side), `by-length translation`
+      whole splits), `ensemble matching` (trained runs stacked by a regression fitted on dev),
+      `table couplet` (random couplets side by side), `by-length translation`
       (BLEU by source length), `pseudo-label sentiment` (a run's labels for IMDB's unlabelled
       reviews, a self-training student's data); `<command> <experiment> --help` gives each one's
       flags.

@@ -17,6 +17,7 @@ from experiments import registry
 from experiments.config import Config
 from experiments.matching import answerer
 from experiments.matching import cli
+from experiments.matching import ensemble
 from experiments.matching import report
 from experiments.matching import task
 from experiments.matching.configs import CONFIGS
@@ -39,7 +40,7 @@ EXPERIMENT = registry.register(registry.Experiment(
     name="matching", make_task=make_task, configs=CONFIGS, default_model=DEFAULT_MODEL,
     predict=cli.predict, add_predict_arguments=cli.add_arguments,
     evaluate_pairs=cli.evaluate_pairs, answerer=answerer.ANSWERER, aliases=("match",),
-    commands={"report": report.COMMAND},
+    commands={"report": report.COMMAND, "ensemble": ensemble.COMMAND},
     description="question-pair matching (AFQMC/LCQMC): Transformer, decomposable attention, "
     "ESIM, siamese BiLSTM"),
     replace=True)

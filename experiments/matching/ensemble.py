@@ -1,7 +1,8 @@
-"""Stacks trained matching runs (and, on request, the lexical-overlap baseline) into one classifier
-fitted on dev: does what the models learned add up to more than the best of them?
+"""`python -m experiments ensemble matching`: stacks trained matching runs (and, on request, the
+lexical-overlap baseline) into one classifier fitted on dev: does what the models learned add up
+to more than the best of them?
 
-    python -m experiments.matching.ensemble --workdir runs/matching-siamese runs/matching-esim \
+    python -m experiments ensemble matching --workdir runs/matching-siamese runs/matching-esim \
         [--overlap] [--checkpoint best] [--data-dir DIR] [--cost 1.0] [--folds 5] [--seed 0] \
         [--out ensemble.json]
 
@@ -27,18 +28,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from sklearn.model_selection import cross_val_predict
 
+from experiments import registry
 from experiments import runs
+from experiments.cli_flags import checkpoint_choice
 from experiments.console import Console
 from experiments.console import UsageError
-from experiments.console import run_command
 from experiments.matching import metrics as metrics_lib
 from experiments.matching import overlap as overlap_lib
 
@@ -109,7 +110,7 @@ def _score_members(args: argparse.Namespace, console: Console
   data = None
   for name in args.workdir:
     run = runs.load_run(name, args.checkpoint, args.data_dir, experiment="matching",
-                        command="experiments.matching.ensemble")
+                        command="ensemble matching")
     texts = {split: run.task.data.texts(split) for split in SPLITS}
     if data is None:
       data, pairs = run.task.data, texts
@@ -157,15 +158,15 @@ def ensemble(args: argparse.Namespace, console: Console) -> dict[str, Any]:
   return record
 
 
-def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog="python -m experiments.matching.ensemble",
-                                   description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """The ensemble's flags."""
   parser.add_argument("--workdir", nargs="+", required=True, metavar="RUN",
                       help="the trained matching runs to stack")
   parser.add_argument("--overlap", action="store_true",
                       help="add the lexical-overlap baseline (experiments.matching.overlap) as a "
                            "member")
-  parser.add_argument("--checkpoint", default="best", help="each run's checkpoint (default best)")
+  parser.add_argument("--checkpoint", type=checkpoint_choice, default="best",
+                      metavar="best|latest|STEP", help="each run's checkpoint (default best)")
   parser.add_argument("--data-dir", help="where the runs' data lives, if it moved")
   parser.add_argument("--cost", type=float, default=1.0,
                       help="the stacking regression's C (default 1.0)")
@@ -173,10 +174,11 @@ def _parser() -> argparse.ArgumentParser:
                       help="folds of dev's out-of-fold figures (default 5)")
   parser.add_argument("--seed", type=int, default=0, help="shuffles the folds")
   parser.add_argument("--out", help="also write the JSON here")
-  return parser
 
 
-def _run(args: argparse.Namespace, console: Console) -> int:
+def run_ensemble(args: argparse.Namespace, console: Console) -> int:
+  """Checks the flags, stacks the members, writes the JSON to --out, prints it and a line a
+  member or blend."""
   if args.cost <= 0:
     raise UsageError(f"--cost must be positive, got {args.cost}")
   if args.folds < 2:
@@ -201,9 +203,6 @@ def _run(args: argparse.Namespace, console: Console) -> int:
   return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  return run_command(_parser(), _run, argv)
-
-
-if __name__ == "__main__":
-  sys.exit(main())
+COMMAND = registry.Command(help="stack trained matching runs (and --overlap) by a regression "
+                           "fitted on dev, judged on test", add_arguments=add_arguments,
+                           run=run_ensemble, description=__doc__.split("\n\n")[0])

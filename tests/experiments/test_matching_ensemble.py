@@ -1,5 +1,5 @@
 """Stacking matching runs (experiments.matching.ensemble): the blends' math by hand, and the command
-on two small runs trained on the shipped AFQMC sample."""
+`python -m experiments ensemble matching` on two small runs trained on the shipped AFQMC sample."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 
+from experiments import cli
 from experiments import config as config_lib
 from experiments import runs
 from experiments import trainer
@@ -86,8 +87,8 @@ def two_runs(tmp_path_factory):
 def test_the_command_reports_members_and_both_blends(two_runs, capsys):
   root, workdirs = two_runs
   out = root / "stack.json"
-  assert ensemble.main(["--workdir", *workdirs, "--overlap", "--folds", "3",
-                        "--out", str(out)]) == 0
+  assert cli.main(["ensemble", "matching", "--workdir", *workdirs, "--overlap", "--folds", "3",
+                   "--out", str(out)]) == 0
   record = json.loads(out.read_text())
   assert list(record["members"]) == [*workdirs, "overlap"]
   assert record["settings"] == {"cost": 1.0, "folds": 3, "seed": 0}
@@ -115,9 +116,10 @@ def test_the_command_refuses_what_cannot_be_stacked(two_runs, capsys, monkeypatc
       (["--workdir", workdirs[0], workdirs[0]], f"--workdir {workdirs[0]} is given twice"),
       (["--workdir", *workdirs, "--folds", "1"], "--folds must be at least 2, got 1"),
       (["--workdir", *workdirs, "--cost", "0"], "--cost must be positive, got 0.0")]:
-    with pytest.raises(SystemExit) as exit_info:
-      ensemble.main(argv)
-    assert exit_info.value.code == 2 and message in capsys.readouterr().err, argv
+    assert cli.main(["ensemble", "matching", *argv]) == 2, argv
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"error: {message}") and captured.out == "", argv
+    assert captured.err.count("\n") == 1, argv  # one line
   # A run whose test split holds other pairs (another data set or split) is named.
   load_run = runs.load_run
 
@@ -130,7 +132,6 @@ def test_the_command_refuses_what_cannot_be_stacked(two_runs, capsys, monkeypatc
     return run
 
   monkeypatch.setattr(runs, "load_run", other_pairs)
-  with pytest.raises(SystemExit):
-    ensemble.main(["--workdir", *workdirs])
+  assert cli.main(["ensemble", "matching", "--workdir", *workdirs]) == 2
   assert (f"--workdir {workdirs[1]}: its test split holds other pairs than {workdirs[0]}'s"
           in capsys.readouterr().err)
