@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from experiments import cli
-from experiments.sentiment import ensemble
 from pipelines import __main__ as pipelines_cli
 from pipelines import download
 
@@ -37,8 +36,10 @@ def _status(main, argv) -> int:
     (cli.main, ["report", "sentiment"], "invalid choice: 'sentiment'"),
     (cli.main, ["pseudo-label", "sentiment", "--workdir", "{empty}", "--out", "{empty}/x.npz"],
      "config.json does not exist"),
-    (ensemble.main, ["--workdir", "{empty}", "--out", "{empty}/x.json"],
+    (cli.main, ["ensemble", "sentiment", "--workdir", "{empty}", "--out", "{empty}/x.json"],
      "config.json does not exist"),
+    (cli.main, ["blend", "sentiment", "--out", "{empty}/x.json", "--member", "a={empty}/a.npz",
+                "--member", "b={empty}/b.npz"], "--member: no such file"),
     (pipelines_cli.main, ["prepare", "imdb", "--source", "{empty}/nothing"], "does not exist"),
     (pipelines_cli.main, ["download", "mnist"], "invalid choice: 'mnist'"),
 ])

@@ -1,19 +1,20 @@
-"""Saved models' log-odds blended on dev, without fitting any model again.
+"""`python -m experiments blend sentiment`: saved models' log-odds blended on dev, without fitting
+any model again.
 
-    python -m experiments.sentiment.blend --out runs/imdb37/seed0/blend.json \
+    python -m experiments blend sentiment --out runs/imdb37/seed0/blend.json \
         --member nbsvm=runs/imdb37/seed0/members/nbsvm.npz \
         --member lstm=docs/runs/imdb_lm/cpu-recipe/head128/classifier-seed0.npz ... \
         [--blend log_loss|grid] [--seed 0]
 
 Each FILE is a member file: dev's and test's log-odds of 'positive' with IMDB's record indices and
-labels, as `ensemble.py --save-members` writes them for its own models (the run, NBSVM, paragraph
-vectors) and `lstm_lm.save_member` for any model's. All must score the same dev
-and test reviews in the same order (the first file's are the reference; a file of other reviews
+labels, as `ensemble sentiment --save-members` (ensemble.py) writes them for its own models (the
+run, NBSVM, paragraph vectors) and `lstm_lm.save_member` for any model's. All must score the same
+dev and test reviews in the same order (the first file's are the reference; a file of other reviews
 is refused, naming it). The weights are chosen on dev by ensemble.py's rules (its docstring:
 'log_loss' by default, or 'grid'), with the same stability measures, and test is scored once; the
 record (each member's dev and test accuracy and what its file says of it, the blend) goes to --out
 as JSON and a summary to stderr. With the same members in the same order, the blend is the one
-ensemble.py writes.
+`ensemble sentiment` writes.
 """
 
 from __future__ import annotations
@@ -22,14 +23,13 @@ import argparse
 import datetime
 import json
 import os
-import sys
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
+from experiments import registry
 from experiments.console import Console
 from experiments.console import UsageError
-from experiments.console import run_command
 from experiments.sentiment.ensemble import BLEND_RULES
 from experiments.sentiment.ensemble import blend_scores
 from experiments.sentiment.ensemble import load_member
@@ -63,21 +63,25 @@ def blend_members(members: Mapping[str, str], rule: str = "log_loss", seed: int 
           "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m experiments.sentiment.blend",
-                                   description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """The command's flags."""
   parser.add_argument("--out", required=True, help="the JSON file to write")
   parser.add_argument("--member", metavar="NAME=FILE", action="append", default=[],
-                      help="a saved model's dev and test log-odds (ensemble.py --save-members, "
-                           "lstm_lm.save_member); at least two, in order of preference")
+                      help="a saved model's dev and test log-odds (`ensemble sentiment "
+                           "--save-members`, lstm_lm.save_member); at least two, in order of "
+                           "preference")
   parser.add_argument("--blend", choices=BLEND_RULES, default="log_loss",
                       help="how dev chooses the weights (ensemble.py's rules; default log_loss)")
   parser.add_argument("--seed", type=int, default=0,
                       help="the resampling of the rule's stability measures (default 0)")
-  return run_command(parser, _write, argv)
 
 
-def _write(args: argparse.Namespace, console: Console) -> int:
+def run_blend(args: argparse.Namespace, console: Console) -> int:
+  """Blends the --member files, writes the record to --out and prints the summary as notes.
+
+  Raises:
+    UsageError: fewer than two members, a malformed one, or one of other reviews than the first.
+  """
   members = parse_members(args.member)
   if len(members) < 2:
     raise UsageError(f"--member: a blend needs at least two, got {len(members)}")
@@ -99,5 +103,6 @@ def _write(args: argparse.Namespace, console: Console) -> int:
   return 0
 
 
-if __name__ == "__main__":
-  sys.exit(main())
+COMMAND = registry.Command(help="blend saved models' dev and test log-odds (JSON), nothing "
+                                "refitted", add_arguments=add_arguments, run=run_blend,
+                           description=__doc__.split("\n\n")[0])

@@ -1,6 +1,7 @@
-"""A trained sentiment run blended on dev with NBSVM, paragraph vectors and other members.
+"""`python -m experiments ensemble sentiment`: a trained sentiment run blended on dev with NBSVM,
+paragraph vectors and other members.
 
-    python -m experiments.sentiment.ensemble --workdir runs/imdb_self/student \
+    python -m experiments ensemble sentiment --workdir runs/imdb_self/student \
         --out runs/imdb_self/student/ensemble.json [--max-n 3] [--costs 0.1 0.3 1] \
         [--train-on labelled all] [--pv-epochs 10] [--pv-dim 100] [--pv-workers 2] \
         [--blend log_loss|grid] [--checkpoint best] [--data-dir DIR] [--member NAME=FILE ...] \
@@ -21,8 +22,8 @@ self-training student its pseudo-labelled reviews) and fits two more models on i
   and test's exactly.
 
 With `--save-members DIR` each of the command's own models (the run, NBSVM, paragraph vectors) is
-written to DIR/NAME.npz in the member format, so that blend.py blends saved models in seconds, or
-a later ensemble reads one as a `--member`, without fitting it again.
+written to DIR/NAME.npz in the member format, so that `blend sentiment` (blend.py) blends saved
+models in seconds, or a later ensemble reads one as a `--member`, without fitting it again.
 
 Of each model the fit with the best dev accuracy is kept; then the models' log-odds of 'positive'
 are blended:
@@ -55,7 +56,6 @@ import datetime
 import json
 import os
 import re
-import sys
 import time
 from typing import Any, Mapping, Sequence
 
@@ -63,11 +63,11 @@ import numpy as np
 import scipy.optimize
 import scipy.special
 
+from experiments import registry
 from experiments import runs
 from experiments.cli_flags import checkpoint_choice
 from experiments.console import Console
 from experiments.console import UsageError
-from experiments.console import run_command
 from experiments.sentiment import fitted
 from experiments.sentiment.cli import load_sentiment_run
 from experiments.log_odds import accuracies
@@ -422,7 +422,7 @@ def load_member(path: str) -> dict[str, np.ndarray]:
   missing = [key for key in MEMBER_KEYS if key not in arrays]
   if missing:
     raise ValueError(f"--member: {path} lacks {missing} (write it with lstm_lm.save_member or "
-                     f"ensemble.py --save-members)")
+                     f"`ensemble sentiment --save-members`)")
   return arrays
 
 
@@ -470,9 +470,8 @@ def parse_members(specs: Sequence[str], taken: Sequence[str] = ()) -> dict[str, 
   return members
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(prog="python -m experiments.sentiment.ensemble",
-                                   description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """The command's flags."""
   parser.add_argument("--workdir", required=True, help="the trained sentiment run")
   parser.add_argument("--out", required=True, help="the JSON file to write")
   parser.add_argument("--data-dir", help="where the run's data lives now, if it moved")
@@ -502,15 +501,22 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--save-members", metavar="DIR",
                       help="write each of the ensemble's own models' dev and test log-odds to "
                            "DIR/NAME.npz (run, nbsvm, paragraph_vectors), which "
-                           "blend.py and --member read")
+                           "`blend sentiment` and --member read")
   parser.add_argument("--blend", choices=BLEND_RULES, default="log_loss",
                       help="how dev chooses the blend's weights: 'log_loss' (default: least dev "
                            "log-loss, non-negative weights) or 'grid' (best dev accuracy on a "
                            "0.05 grid, the rule before 2026-11-27)")
-  return run_command(parser, _write, argv)
 
 
-def _write(args: argparse.Namespace, console: Console) -> int:
+def run_ensemble(args: argparse.Namespace, console: Console) -> int:
+  """Fits the models on the run's data, blends them, writes the record to --out and prints the
+  summary as notes.
+
+  Raises:
+    UsageError: a flag out of range, a malformed or mismatched --member, or a --workdir without a
+      sentiment run.
+    ValueError: a run whose saved vocabulary differs from its data's (exit 1).
+  """
   if args.max_n < 1 or any(c <= 0 for c in args.costs):
     raise UsageError(f"--max-n must be at least 1 and every --costs value positive, got "
                      f"{args.max_n} and {args.costs}")
@@ -520,11 +526,11 @@ def _write(args: argparse.Namespace, console: Console) -> int:
   pv = (PVConfig(dim=args.pv_dim, epochs=args.pv_epochs, workers=args.pv_workers,
                  seed=args.seed) if args.pv_epochs else None)
   members = parse_members(args.member, taken=MODEL_NAMES)
-  run = load_sentiment_run(args.workdir, args.checkpoint, args.data_dir, "ensembles")
+  trained = load_sentiment_run(args.workdir, args.checkpoint, args.data_dir, "ensembles")
   folder = os.path.dirname(os.path.abspath(args.out))
   os.makedirs(folder, exist_ok=True)
   try:
-    record = ensemble_run(run, args.max_n, args.costs, args.train_on, args.seed, pv, console,
+    record = ensemble_run(trained, args.max_n, args.costs, args.train_on, args.seed, pv, console,
                           rule=args.blend, members=members,
                           save_members=args.save_members)
   except ValueError as error:
@@ -548,5 +554,7 @@ def _write(args: argparse.Namespace, console: Console) -> int:
   return 0
 
 
-if __name__ == "__main__":
-  sys.exit(main())
+COMMAND = registry.Command(help="blend a trained run on dev with NBSVM, paragraph vectors and "
+                                "saved members (JSON)",
+                           add_arguments=add_arguments, run=run_ensemble,
+                           description=__doc__.split("\n\n")[0])

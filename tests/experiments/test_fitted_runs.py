@@ -17,7 +17,6 @@ from experiments import trainer
 from experiments import workdir as workdir_lib
 from experiments.checkpoints import CheckpointDamagedError
 from experiments.explorer import service
-from experiments.sentiment import ensemble
 from experiments.sentiment import fitted
 from _sample_runs import train_sample_ngram_run
 
@@ -30,9 +29,10 @@ def sample_runs(tmp_path_factory):
   root = tmp_path_factory.mktemp("fitted")
   teacher = train_sample_ngram_run(root, max_len=64, boundaries=(21, 64), steps=2)
   members = root / "members"
-  assert ensemble.main(["--workdir", teacher, "--out", str(root / "ensemble.json"),
-                        "--max-n", "2", "--costs", "0.1", "1", "--pv-dim", "16",
-                        "--pv-epochs", "2", "--seed", "3", "--save-members", str(members)]) == 0
+  assert cli.main(["ensemble", "sentiment", "--workdir", teacher, "--out",
+                   str(root / "ensemble.json"), "--max-n", "2", "--costs", "0.1", "1",
+                   "--pv-dim", "16", "--pv-epochs", "2", "--seed", "3",
+                   "--save-members", str(members)]) == 0
   data = ["--data.max_len", "64", "--data.boundaries", "21", "64", "--data.prepared_dir",
           str(root / "data"), "--train.seed", "3"]
   workdirs = {"nbsvm": str(root / "nbsvm"), "paragraph_vectors": str(root / "pv")}

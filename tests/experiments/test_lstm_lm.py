@@ -2,8 +2,8 @@
 windows, the vocabulary cap, reversal and the pooling against exact values, both networks against
 numpy computations from their parameters, the adversarial and weight-dropped steps of the
 classifier's run (lm_tasks.ClassifierTask) against their definitions, and a member file of
-lstm_lm.save_member blended by ensemble.py and blend.py on the shipped IMDB sample. The runs end
-to end: test_lm_runs.py."""
+lstm_lm.save_member blended by `ensemble sentiment` and `blend sentiment` on the shipped IMDB
+sample. The runs end to end: test_lm_runs.py."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ import numpy as np
 import optax
 import pytest
 
+from experiments import cli
 from experiments import runs
-from experiments.sentiment import blend
-from experiments.sentiment import ensemble
 from experiments.sentiment import lm_configs
 from experiments.sentiment import lstm_lm
 from experiments.sentiment.lm_tasks import AdversarialEpochs
@@ -282,8 +281,8 @@ def member(sample):
 def test_the_ensemble_blends_a_member_by_its_reviews_indices(sample, member, capsys):
   root, workdir = sample
   out = root / "blend" / "ensemble.json"
-  assert ensemble.main(["--workdir", workdir, "--out", str(out), "--max-n", "1", "--costs", "1",
-                        "--pv-epochs", "0", "--member", f"lstm={member}"]) == 0
+  assert cli.main(["ensemble", "sentiment", "--workdir", workdir, "--out", str(out), "--max-n",
+                   "1", "--costs", "1", "--pv-epochs", "0", "--member", f"lstm={member}"]) == 0
   record = json.loads(out.read_text())
   with np.load(member) as raw:
     own = json.loads(str(raw["record"]))
@@ -298,22 +297,23 @@ def test_the_ensemble_blends_a_member_by_its_reviews_indices(sample, member, cap
 
 
 def test_saved_members_blend_again_to_the_ensembles_blend(sample, member, capsys):
-  """ensemble.py --save-members writes its own models' scores; blend.py, given them and the same
-  member in the same order, chooses the same weights and scores the same blend, to the bit."""
+  """`ensemble sentiment --save-members` writes its own models' scores; `blend sentiment`, given
+  them and the same member in the same order, chooses the same weights and scores the same blend,
+  to the bit."""
   root, workdir = sample
   saved = root / "saved"
   out = root / "saved-ensemble.json"
-  assert ensemble.main(["--workdir", workdir, "--out", str(out), "--max-n", "1", "--costs", "1",
-                        "--pv-epochs", "0", "--member", f"lstm={member}",
-                        "--save-members", str(saved)]) == 0
+  assert cli.main(["ensemble", "sentiment", "--workdir", workdir, "--out", str(out), "--max-n",
+                   "1", "--costs", "1", "--pv-epochs", "0", "--member", f"lstm={member}",
+                   "--save-members", str(saved)]) == 0
   record = json.loads(out.read_text())
   assert sorted(os.listdir(saved)) == ["nbsvm.npz", "run.npz"]
   assert record["saved_members"] == {"run": str(saved / "run.npz"),
                                      "nbsvm": str(saved / "nbsvm.npz")}
   again = root / "blend.json"
-  assert blend.main(["--out", str(again), "--member", f"run={saved / 'run.npz'}",
-                     "--member", f"nbsvm={saved / 'nbsvm.npz'}", "--member",
-                     f"lstm={member}"]) == 0
+  assert cli.main(["blend", "sentiment", "--out", str(again), "--member",
+                   f"run={saved / 'run.npz'}", "--member", f"nbsvm={saved / 'nbsvm.npz'}",
+                   "--member", f"lstm={member}"]) == 0
   blended = json.loads(again.read_text())
   assert blended["ensemble"] == record["ensemble"]
   assert blended["reviews"] == {split: record["reviews"][split] for split in ("dev", "test")}
@@ -338,9 +338,9 @@ def test_blend_names_what_is_wrong_with_its_members(member, tmp_path, capsys, sp
            "reversed": _member_with(member, tmp_path / "reversed.npz",
                                     dev_index=lambda a: a[::-1])}
   args = [arg for spec in specs for arg in ("--member", spec.format(**paths))]
-  with pytest.raises(SystemExit) as exit_info:
-    blend.main(["--out", str(tmp_path / "b.json"), *args])
-  assert exit_info.value.code == 2 and message.format(**paths) in capsys.readouterr().err
+  assert cli.main(["blend", "sentiment", "--out", str(tmp_path / "b.json"), *args]) == 2
+  last = capsys.readouterr().err.splitlines()[-1]  # after the notes of the members read
+  assert last.startswith("error: --member: ") and message.format(**paths) in last
   assert not (tmp_path / "b.json").exists()
 
 
@@ -363,11 +363,11 @@ def _member_with(member: str, path, **changes) -> str:
 def test_the_ensemble_refuses_a_member_of_other_reviews(sample, member, tmp_path, capsys, changes,
                                                          message):
   path = _member_with(member, tmp_path / "changed.npz", **changes)
-  with pytest.raises(SystemExit) as exit_info:
-    ensemble.main(["--workdir", sample[1], "--out", str(tmp_path / "e.json"), "--max-n", "1",
-                   "--costs", "1", "--pv-epochs", "0", "--member", f"lstm={path}"])
-  assert exit_info.value.code == 2
-  assert f"--member: {path} {message}" in capsys.readouterr().err
+  assert cli.main(["ensemble", "sentiment", "--workdir", sample[1], "--out",
+                   str(tmp_path / "e.json"), "--max-n", "1", "--costs", "1", "--pv-epochs", "0",
+                   "--member", f"lstm={path}"]) == 2
+  last = capsys.readouterr().err.splitlines()[-1]  # after the notes of the models fitted
+  assert last.startswith(f"error: --member: {path} {message}")
   assert not (tmp_path / "e.json").exists()
 
 
@@ -379,10 +379,10 @@ def test_the_ensemble_refuses_a_member_of_other_reviews(sample, member, tmp_path
 ])
 def test_the_ensemble_names_what_is_wrong_with_a_member(sample, member, tmp_path, capsys, spec,
                                                         message):
-  with pytest.raises(SystemExit) as exit_info:
-    ensemble.main(["--workdir", sample[1], "--out", str(tmp_path / "e.json"),
-                   "--member", spec.format(member=member)])
-  assert exit_info.value.code == 2 and message in capsys.readouterr().err
+  assert cli.main(["ensemble", "sentiment", "--workdir", sample[1], "--out",
+                   str(tmp_path / "e.json"), "--member", spec.format(member=member)]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("error: --member: ") and message in err and err.count("\n") == 1
 
 
 def test_head_and_tail_keeps_a_long_reviews_first_and_last_ids():

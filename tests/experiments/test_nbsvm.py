@@ -1,5 +1,5 @@
 """NBSVM (experiments.sentiment.nbsvm) against hand-computed values, and its blend with a trained
-run (experiments.sentiment.ensemble) on the shipped IMDB sample."""
+run (`python -m experiments ensemble sentiment`) on the shipped IMDB sample."""
 
 from __future__ import annotations
 
@@ -261,8 +261,8 @@ def sample_run(tmp_path_factory):
 def test_the_ensemble_command_scores_the_run_nbsvm_and_their_blend(sample_run, capsys):
   root, workdir = sample_run
   out = root / "out" / "ensemble.json"
-  assert ensemble.main(["--workdir", workdir, "--out", str(out), "--max-n", "2",
-                        "--costs", "0.1", "1", "--pv-dim", "16", "--pv-workers", "1"]) == 0
+  assert cli.main(["ensemble", "sentiment", "--workdir", workdir, "--out", str(out), "--max-n",
+                   "2", "--costs", "0.1", "1", "--pv-dim", "16", "--pv-workers", "1"]) == 0
   record = json.loads(out.read_text())
   run = runs.load_run(workdir)
   data = run.task.data
@@ -309,8 +309,8 @@ def test_the_ensemble_command_scores_the_run_nbsvm_and_their_blend(sample_run, c
   assert "resamples of dev: weights' std run " in err and f"written to {out}" in err
   # The grid rule (the records before 2026-11-27) keeps a best weight vector on dev.
   grid_out = root / "out" / "ensemble_grid.json"
-  assert ensemble.main(["--workdir", workdir, "--out", str(grid_out), "--max-n", "2",
-                        "--costs", "1", "--pv-epochs", "0", "--blend", "grid"]) == 0
+  assert cli.main(["ensemble", "sentiment", "--workdir", workdir, "--out", str(grid_out),
+                   "--max-n", "2", "--costs", "1", "--pv-epochs", "0", "--blend", "grid"]) == 0
   grid = json.loads(grid_out.read_text())["ensemble"]
   by_weights = {tuple(row[:-1]): row[-1] for row in grid["dev_accuracy_by_weights"]}
   assert grid["rule"] == "grid" and "temperature" not in grid
@@ -330,8 +330,8 @@ def test_a_students_nbsvm_learns_from_its_labelled_reviews_or_from_all(sample_ru
   student = str(root / "student")
   trainer.train(SentimentTask(cfg), cfg, student)
   out = root / "student_ensemble.json"
-  assert ensemble.main(["--workdir", student, "--out", str(out), "--max-n", "2",
-                        "--costs", "1", "--pv-epochs", "0"]) == 0
+  assert cli.main(["ensemble", "sentiment", "--workdir", student, "--out", str(out), "--max-n",
+                   "2", "--costs", "1", "--pv-epochs", "0"]) == 0
   record = json.loads(out.read_text())
   data = runs.load_run(student).task.data
   pseudo = data.report["train"]["pseudo_labelled"]["kept"]
@@ -354,12 +354,14 @@ def test_a_students_nbsvm_learns_from_its_labelled_reviews_or_from_all(sample_ru
     (["--pv-dim", "0"], "--pv-dim and --pv-workers at least 1"),
 ])
 def test_the_ensemble_command_refuses_bad_flags(sample_run, tmp_path, capsys, flags, message):
-  with pytest.raises(SystemExit) as exit_info:
-    ensemble.main(["--workdir", sample_run[1], "--out", str(tmp_path / "e.json"), *flags])
-  assert exit_info.value.code == 2 and message in capsys.readouterr().err
+  assert cli.main(["ensemble", "sentiment", "--workdir", sample_run[1], "--out",
+                   str(tmp_path / "e.json"), *flags]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("error: ") and message in err and err.count("\n") == 1
 
 
 def test_the_ensemble_command_names_a_missing_run(tmp_path, capsys):
-  with pytest.raises(SystemExit) as exit_info:
-    ensemble.main(["--workdir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "e.json")])
-  assert exit_info.value.code == 2 and "nowhere" in capsys.readouterr().err
+  assert cli.main(["ensemble", "sentiment", "--workdir", str(tmp_path / "nowhere"), "--out",
+                   str(tmp_path / "e.json")]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("error: ") and "nowhere" in err and err.count("\n") == 1
