@@ -33,6 +33,8 @@
       The commands experiments add for work over their trained runs that is not a model's
       (registry.Experiment.commands): `report couplet` and `report matching` (a run scored on
       whole splits), `ensemble matching` (trained runs stacked by a regression fitted on dev),
+      `ensemble sentiment` (a run blended with NBSVM, paragraph vectors and saved members),
+      `blend sentiment` (saved members blended on dev, nothing refitted),
       `table couplet` (random couplets side by side), `by-length translation`
       (BLEU by source length), `pseudo-label sentiment` (a run's labels for IMDB's unlabelled
       reviews, a self-training student's data); `<command> <experiment> --help` gives each one's
